@@ -1,0 +1,20 @@
+# cmake --install: headers under <prefix>/include/rlx, static libraries, rlxrun,
+# and a CMake package so a user project can find_package(rlx) and link rlx::rlx.
+include(CMakePackageConfigHelpers)
+
+foreach(dir core transport transport/singleton transport/tcp transport/mpi transport/verbs
+            collectives rlx)
+  file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
+  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/${dir})
+endforeach()
+install(FILES ${PROJECT_BINARY_DIR}/generated/rlx/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/rlx)
+
+set(RLX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rlx)
+install(EXPORT rlxTargets NAMESPACE rlx:: DESTINATION ${RLX_CMAKE_DIR})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/rlxConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/rlxConfig.cmake INSTALL_DESTINATION ${RLX_CMAKE_DIR})
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/rlxConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/rlxConfig.cmake ${PROJECT_BINARY_DIR}/rlxConfigVersion.cmake
+        DESTINATION ${RLX_CMAKE_DIR})

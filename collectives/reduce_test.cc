@@ -1,0 +1,105 @@
+#include "collectives/reduce.h"
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace rlx {
+namespace {
+
+// A plain reference: each element through double (or the exact integer rule).
+template <class T>
+T reference(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return (op == ReduceOp::sum || op == ReduceOp::max) ? (a || b) : (a && b);
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ReduceOp::sum:
+        return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      case ReduceOp::prod:
+        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case ReduceOp::min:
+        return std::min(a, b);
+      case ReduceOp::max:
+        return std::max(a, b);
+    }
+  } else {
+    const double x = static_cast<double>(static_cast<float>(a));
+    const double y = static_cast<double>(static_cast<float>(b));
+    const double r = op == ReduceOp::sum    ? x + y
+                     : op == ReduceOp::prod ? x * y
+                     : op == ReduceOp::min  ? std::min(x, y)
+                                            : std::max(x, y);
+    if constexpr (std::is_same_v<T, double>) {
+      return r;
+    } else {
+      return T(static_cast<float>(r));
+    }
+  }
+  return a;
+}
+
+template <class T>
+T random_value(std::mt19937& rng) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return rng() % 2 == 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(rng());
+  } else {
+    std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+    return T(dist(rng));
+  }
+}
+
+class ReduceTest : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
+
+TEST_P(ReduceTest, MatchesReferenceForOddLengths) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    std::mt19937 rng(42);
+    for (std::size_t n : {0u, 1u, 7u, 255u, 256u, 257u, 1031u}) {
+      // Plain arrays rather than std::vector, which packs bool into bits.
+      std::unique_ptr<T[]> acc(new T[n + 1]), in(new T[n + 1]), want(new T[n + 1]);
+      for (std::size_t i = 0; i < n; ++i) {
+        acc[i] = random_value<T>(rng);
+        in[i] = random_value<T>(rng);
+        want[i] = reference(acc[i], in[i], op);
+      }
+      reduce_into({acc.get(), n, dtype}, {in.get(), n, dtype}, op);
+      for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_TRUE(acc[i] == want[i]) << "n=" << n << " i=" << i;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, ReduceTest,
+                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
+                                                              ReduceOp::min, ReduceOp::max)),
+                         [](const auto& test) {
+                           return std::string(name_of(std::get<0>(test.param))) + "_" +
+                                  std::string(name_of(std::get<1>(test.param)));
+                         });
+
+TEST(Reduce, IntegerOverflowWraps) {
+  std::vector<std::int32_t> acc{std::numeric_limits<std::int32_t>::max()}, in{1};
+  reduce_into(ElementSpan::of(std::span(acc)), ConstElementSpan::of(std::span<const int>(in)),
+              ReduceOp::sum);
+  EXPECT_EQ(acc[0], std::numeric_limits<std::int32_t>::min());
+}
+
+TEST(Reduce, MismatchedOperandsAreRejected) {
+  std::vector<float> a(3), b(4);
+  EXPECT_THROW(reduce_into(ElementSpan::of(std::span(a)),
+                           ConstElementSpan::of(std::span<const float>(b)), ReduceOp::sum),
+               CollectiveError);
+}
+
+}  // namespace
+}  // namespace rlx

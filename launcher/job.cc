@@ -1,0 +1,333 @@
+#include "launcher/job.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "launcher/local_process.h"
+#include "launcher/output.h"
+#include "transport/launch_env.h"
+
+extern char** environ;
+
+namespace rlx::launcher {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kKillGrace = std::chrono::seconds(5);
+// After the last rank exits, output still in flight is read for this long.
+constexpr auto kDrainGrace = std::chrono::seconds(1);
+
+std::string fresh_job_token() {
+  unsigned char raw[32];
+  std::size_t filled = 0;
+  while (filled < sizeof raw) {
+    const ssize_t n = getrandom(raw + filled, sizeof raw - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("getrandom: ") + strerror(errno));
+    filled += static_cast<std::size_t>(n);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (unsigned char byte : raw) {
+    token += kHex[byte >> 4];
+    token += kHex[byte & 15];
+  }
+  return token;
+}
+
+bool is_rlx_variable(std::string_view entry) {
+  return entry.starts_with("RLX_") || entry.starts_with("OMPI_COMM_WORLD_");
+}
+
+// The launcher's environment without any RLX_ settings of an enclosing job,
+// then this rank's, then the user's --env (which win).
+std::vector<std::string> rank_environment(const Options& options, int rank,
+                                          const std::string& token) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!is_rlx_variable(*entry)) env.emplace_back(*entry);
+  }
+  auto set = [&env](const char* name, const std::string& value) {
+    env.push_back(std::string(name) + "=" + value);
+  };
+  set(launch_env::kRank, std::to_string(rank));
+  set(launch_env::kWorldSize, std::to_string(options.num_ranks));
+  set(launch_env::kLocalRank, std::to_string(rank));
+  set(launch_env::kLocalSize, std::to_string(options.num_ranks));
+  set(launch_env::kBackend, options.backend);
+  set(launch_env::kJobToken, token);
+  if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
+  for (const auto& [name, value] : options.env) {
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
+    env.push_back(name + "=" + value);
+  }
+  return env;
+}
+
+std::string describe_status(int status) {
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with status " + std::to_string(WEXITSTATUS(status));
+}
+
+int exit_code_of(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+void say(const std::string& message) { write_all(STDERR_FILENO, "rlxrun: " + message + "\n"); }
+
+int open_copy_file(const std::string& dir, int rank, const char* stream) {
+  if (dir.empty()) return -1;
+  const std::string path = dir + "/rank." + std::to_string(rank) + "." + stream;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + strerror(errno));
+  return fd;
+}
+
+struct RankState {
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int fds[2] = {-1, -1};  // stdout, stderr read ends; -1 once closed
+  std::unique_ptr<TaggedOutput> outputs[2];
+};
+
+class Job {
+ public:
+  explicit Job(const Options& options) : options_(options) {}
+  int run();
+
+ private:
+  void start_ranks();
+  void loop();
+  void poll_once();
+  void read_output(RankState& rank, int stream);
+  void handle_signals();
+  void reap();
+  void stop_all(const std::string& why, int exit_code);
+  void check_deadlines();
+  std::optional<Clock::time_point> next_deadline() const;
+  bool anything_running() const;
+  bool output_open() const;
+
+  const Options& options_;
+  std::vector<RankState> ranks_;
+  int signal_fd_ = -1;
+  int exit_code_ = 0;
+  bool stopping_ = false;
+  std::optional<Clock::time_point> job_deadline_;
+  std::optional<Clock::time_point> kill_deadline_;
+  std::optional<Clock::time_point> drain_deadline_;
+};
+
+int Job::run() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  signal_fd_ = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + strerror(errno));
+  if (!options_.output_dir.empty()) mkdir(options_.output_dir.c_str(), 0755);
+  if (options_.job_timeout) job_deadline_ = Clock::now() + *options_.job_timeout;
+  try {
+    start_ranks();
+  } catch (const std::exception& error) {
+    stop_all(error.what(), 127);
+  }
+  loop();
+  close(signal_fd_);
+  return exit_code_;
+}
+
+void Job::start_ranks() {
+  const std::string token = fresh_job_token();
+  ranks_.resize(static_cast<std::size_t>(options_.num_ranks));
+  for (int r = 0; r < options_.num_ranks; ++r) {
+    RankState& state = ranks_[static_cast<std::size_t>(r)];
+    state.rank = r;
+    const ChildProcess child = spawn_local({.argv = options_.program,
+                                            .environment = rank_environment(options_, r, token),
+                                            .cwd = options_.cwd,
+                                            .inherit_stdin = r == 0});
+    state.pid = child.pid;
+    state.running = true;
+    state.fds[0] = child.stdout_fd;
+    state.fds[1] = child.stderr_fd;
+    state.outputs[0] = std::make_unique<TaggedOutput>(
+        r, options_.tag_output, STDOUT_FILENO, open_copy_file(options_.output_dir, r, "out"));
+    state.outputs[1] = std::make_unique<TaggedOutput>(
+        r, options_.tag_output, STDERR_FILENO, open_copy_file(options_.output_dir, r, "err"));
+  }
+}
+
+void Job::loop() {
+  while (anything_running() || output_open()) {
+    if (!anything_running() && !drain_deadline_) drain_deadline_ = Clock::now() + kDrainGrace;
+    if (drain_deadline_ && Clock::now() >= *drain_deadline_) break;
+    poll_once();
+    check_deadlines();
+  }
+  for (auto& rank : ranks_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (rank.fds[stream] >= 0) close(rank.fds[stream]);
+      if (rank.outputs[stream]) rank.outputs[stream]->finish();
+    }
+  }
+}
+
+void Job::poll_once() {
+  std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}};
+  std::vector<std::pair<RankState*, int>> owners{{nullptr, 0}};
+  for (auto& rank : ranks_) {
+    for (int stream = 0; stream < 2; ++stream) {
+      if (rank.fds[stream] < 0) continue;
+      fds.push_back({rank.fds[stream], POLLIN, 0});
+      owners.emplace_back(&rank, stream);
+    }
+  }
+  int timeout_ms = -1;
+  if (auto deadline = next_deadline()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
+    timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
+  }
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
+    throw std::runtime_error(std::string("poll: ") + strerror(errno));
+  }
+  if (fds[0].revents != 0) handle_signals();
+  for (std::size_t i = 1; i < fds.size(); ++i) {
+    if (fds[i].revents != 0) read_output(*owners[i].first, owners[i].second);
+  }
+}
+
+void Job::read_output(RankState& rank, int stream) {
+  char buffer[65536];
+  const ssize_t n = read(rank.fds[stream], buffer, sizeof buffer);
+  if (n > 0) {
+    rank.outputs[stream]->feed({buffer, static_cast<std::size_t>(n)});
+  } else if (n == 0 || errno != EINTR) {
+    close(rank.fds[stream]);
+    rank.fds[stream] = -1;
+    rank.outputs[stream]->finish();
+  }
+}
+
+void Job::handle_signals() {
+  signalfd_siginfo info;
+  while (read(signal_fd_, &info, sizeof info) == sizeof info) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGCHLD) {
+      reap();
+    } else {
+      stop_all(std::string("received ") + sigabbrev_np(sig), 128 + sig);
+    }
+  }
+}
+
+void Job::reap() {
+  int status = 0;
+  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+    for (auto& rank : ranks_) {
+      if (rank.pid != pid) continue;
+      rank.running = false;
+      const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      if (failed && !stopping_) {
+        stop_all("rank " + std::to_string(rank.rank) + " (pid " + std::to_string(pid) +
+                     " on localhost) " + describe_status(status),
+                 exit_code_of(status));
+      }
+    }
+  }
+}
+
+void Job::stop_all(const std::string& why, int exit_code) {
+  if (stopping_) return;
+  stopping_ = true;
+  exit_code_ = exit_code;
+  int others = 0;
+  for (const auto& rank : ranks_) {
+    if (!rank.running) continue;
+    ++others;
+    killpg(rank.pid, SIGTERM);
+  }
+  say(why + (others > 0 ? "; stopping " + std::to_string(others) + " running rank" +
+                              (others == 1 ? "" : "s")
+                        : ""));
+  kill_deadline_ = Clock::now() + kKillGrace;
+}
+
+void Job::check_deadlines() {
+  const auto now = Clock::now();
+  if (job_deadline_ && now >= *job_deadline_ && !stopping_) {
+    std::string running;
+    for (const auto& rank : ranks_) {
+      if (rank.running) running += (running.empty() ? "" : ", ") + std::to_string(rank.rank);
+    }
+    job_deadline_.reset();
+    stop_all("--timeout reached; ranks still running: " + running, 124);
+  }
+  if (kill_deadline_ && now >= *kill_deadline_) {
+    for (const auto& rank : ranks_) {
+      if (rank.running) killpg(rank.pid, SIGKILL);
+    }
+    kill_deadline_.reset();
+  }
+}
+
+std::optional<Clock::time_point> Job::next_deadline() const {
+  std::optional<Clock::time_point> next;
+  for (const auto& deadline : {job_deadline_, kill_deadline_, drain_deadline_}) {
+    if (deadline && (!next || *deadline < *next)) next = deadline;
+  }
+  return next;
+}
+
+bool Job::anything_running() const {
+  for (const auto& rank : ranks_) {
+    if (rank.running) return true;
+  }
+  return false;
+}
+
+bool Job::output_open() const {
+  for (const auto& rank : ranks_) {
+    if (rank.fds[0] >= 0 || rank.fds[1] >= 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+int run_job(const Options& options) { return Job(options).run(); }
+
+void print_dry_run(const Options& options) {
+  for (int r = 0; r < options.num_ranks; ++r) {
+    std::string line = "rank " + std::to_string(r) + " on localhost:";
+    if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
+    for (const auto& entry : rank_environment(options, r, "<secret>")) {
+      if (is_rlx_variable(entry)) line += " " + entry;
+    }
+    for (const auto& arg : options.program) line += " " + arg;
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace rlx::launcher

@@ -1,0 +1,89 @@
+#include "launcher/local_process.h"
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+namespace rlx::launcher {
+namespace {
+
+struct Pipe {
+  int read_end = -1;
+  int write_end = -1;
+};
+
+Pipe make_pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + strerror(errno));
+  return {fds[0], fds[1]};
+}
+
+std::vector<char*> c_strings(const std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (const auto& s : strings) out.push_back(const_cast<char*>(s.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+// Runs in the child between fork and exec: only async-signal-safe calls.
+[[noreturn]] void become_rank(const SpawnSpec& spec, pid_t launcher, const Pipe& out,
+                              const Pipe& err, const Pipe& exec_error, char* const* argv,
+                              char* const* envp) {
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != launcher) _exit(127);  // the launcher died before prctl took effect
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  signal(SIGPIPE, SIG_DFL);
+  if (!spec.inherit_stdin) {
+    const int null_fd = open("/dev/null", O_RDONLY);
+    dup2(null_fd, STDIN_FILENO);
+  }
+  dup2(out.write_end, STDOUT_FILENO);
+  dup2(err.write_end, STDERR_FILENO);
+  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
+    const int code = errno;
+    (void)!write(exec_error.write_end, &code, sizeof code);
+    _exit(127);
+  }
+  execvpe(argv[0], argv, envp);
+  const int code = errno;
+  (void)!write(exec_error.write_end, &code, sizeof code);
+  _exit(127);
+}
+
+}  // namespace
+
+ChildProcess spawn_local(const SpawnSpec& spec) {
+  const Pipe out = make_pipe(), err = make_pipe(), exec_error = make_pipe();
+  auto argv = c_strings(spec.argv);
+  auto envp = c_strings(spec.environment);
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
+  if (pid == 0) become_rank(spec, launcher, out, err, exec_error, argv.data(), envp.data());
+
+  setpgid(pid, pid);  // also from the parent, so the group exists before we signal it
+  close(out.write_end);
+  close(err.write_end);
+  close(exec_error.write_end);
+  int code = 0;
+  const ssize_t got = read(exec_error.read_end, &code, sizeof code);
+  close(exec_error.read_end);
+  if (got == sizeof code) {
+    close(out.read_end);
+    close(err.read_end);
+    throw std::runtime_error("cannot start '" + spec.argv[0] + "'" +
+                             (spec.cwd.empty() ? "" : " in '" + spec.cwd + "'") + ": " +
+                             strerror(code));
+  }
+  return {pid, out.read_end, err.read_end};
+}
+
+}  // namespace rlx::launcher

@@ -1,0 +1,38 @@
+// rlxrun: starts an rlx job. See launcher/options.cc (usage_text) for the manual.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "launcher/job.h"
+#include "launcher/options.h"
+#include "rlx/version.h"
+
+int main(int argc, char** argv) {
+  using namespace rlx::launcher;
+  Options options;
+  try {
+    options = parse_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const UsageError& error) {
+    std::fprintf(stderr, "rlxrun: %s\n", error.what());
+    return 2;
+  }
+  if (options.show_help) {
+    std::fputs(usage_text(), stdout);
+    return 0;
+  }
+  if (options.show_version) {
+    std::printf("rlxrun (rlx) %s\n", RLX_VERSION_STRING);
+    return 0;
+  }
+  if (options.dry_run) {
+    print_dry_run(options);
+    return 0;
+  }
+  try {
+    return run_job(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "rlxrun: %s\n", error.what());
+    return 1;
+  }
+}

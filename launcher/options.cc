@@ -1,0 +1,182 @@
+#include "launcher/options.h"
+
+#include <charconv>
+#include <cmath>
+#include <string_view>
+
+namespace rlx::launcher {
+namespace {
+
+int parse_rank_count(std::string_view text) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 4096) {
+    throw UsageError("-n '" + std::string(text) + "': expected a whole number of ranks, 1 to 4096");
+  }
+  return value;
+}
+
+std::chrono::milliseconds parse_seconds(std::string_view flag, std::string_view text) {
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(seconds) ||
+      seconds <= 0) {
+    throw UsageError(std::string(flag) + " '" + std::string(text) +
+                     "': expected a number of seconds above 0");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
+}
+
+std::pair<std::string, std::string> parse_env_assignment(std::string_view text) {
+  const auto eq = text.find('=');
+  if (eq == 0 || eq == std::string_view::npos) {
+    throw UsageError("--env '" + std::string(text) + "': expected NAME=VALUE");
+  }
+  return {std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+}
+
+// Walks the arguments; flags take their value as the next argument or after '='.
+class ArgReader {
+ public:
+  explicit ArgReader(const std::vector<std::string>& args) : args_(args) {}
+
+  bool done() const { return index_ >= args_.size(); }
+  std::string_view peek() const { return args_[index_]; }
+  std::vector<std::string> rest() { return {args_.begin() + index_, args_.end()}; }
+
+  // Consumes `flag` (as "flag" or "flag=value"); returns false when the next argument is another.
+  bool take_flag(std::string_view flag) {
+    const std::string_view arg = peek();
+    if (arg == flag) {
+      ++index_;
+      inline_value_.reset();
+      return true;
+    }
+    if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
+      inline_value_ = std::string(arg.substr(flag.size() + 1));
+      ++index_;
+      return true;
+    }
+    return false;
+  }
+
+  std::string value_of(std::string_view flag) {
+    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
+    if (done()) throw UsageError(std::string(flag) + " needs a value");
+    return args_[index_++];
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t index_ = 0;
+  std::optional<std::string> inline_value_;
+};
+
+bool take_switch(ArgReader& reader, Options& options) {
+  if (reader.take_flag("--help") || reader.take_flag("-h")) {
+    options.show_help = true;
+  } else if (reader.take_flag("--version")) {
+    options.show_version = true;
+  } else if (reader.take_flag("--dry-run")) {
+    options.dry_run = true;
+  } else if (reader.take_flag("--tag-output")) {
+    options.tag_output = true;
+  } else if (reader.take_flag("--no-tag-output")) {
+    options.tag_output = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool take_valued(ArgReader& reader, Options& options) {
+  if (reader.take_flag("-n") || reader.take_flag("-np")) {
+    options.num_ranks = parse_rank_count(reader.value_of("-n"));
+  } else if (reader.take_flag("--backend")) {
+    options.backend = reader.value_of("--backend");
+    if (options.backend != "tcp" && options.backend != "verbs" && options.backend != "any") {
+      throw UsageError("--backend '" + options.backend + "': expected tcp, verbs or any");
+    }
+  } else if (reader.take_flag("--ifname")) {
+    options.ifname = reader.value_of("--ifname");
+  } else if (reader.take_flag("--timeout")) {
+    options.job_timeout = parse_seconds("--timeout", reader.value_of("--timeout"));
+  } else if (reader.take_flag("--env") || reader.take_flag("-x")) {
+    options.env.push_back(parse_env_assignment(reader.value_of("--env")));
+  } else if (reader.take_flag("--cwd")) {
+    options.cwd = reader.value_of("--cwd");
+  } else if (reader.take_flag("--output-dir")) {
+    options.output_dir = reader.value_of("--output-dir");
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Options parse_options(const std::vector<std::string>& args) {
+  Options options;
+  ArgReader reader(args);
+  while (!reader.done()) {
+    if (reader.peek() == "--") {
+      reader.take_flag("--");
+      break;
+    }
+    if (!reader.peek().starts_with("-")) break;
+    if (take_switch(reader, options) || take_valued(reader, options)) continue;
+    throw UsageError("unknown option '" + std::string(reader.peek()) +
+                     "' (rlxrun --help lists the options)");
+  }
+  options.program = reader.rest();
+  if (options.show_help || options.show_version) return options;
+  if (options.num_ranks == 0) throw UsageError("-n N is required: how many ranks to start");
+  if (options.program.empty()) throw UsageError("no program given: rlxrun -n N PROGRAM [ARGS...]");
+  return options;
+}
+
+const char* usage_text() {
+  return R"(NAME
+    rlxrun - start an rlx job of N ranks
+
+SYNOPSIS
+    rlxrun -n N [OPTIONS] [--] PROGRAM [ARGS...]
+
+DESCRIPTION
+    Starts N copies of PROGRAM on this machine, each with the environment that
+    rlx::init reads to join the group (RLX_RANK, RLX_WORLD_SIZE, RLX_LOCAL_RANK,
+    RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR). Each rank's
+    output is prefixed with its rank. If any rank exits with a non-zero status
+    or dies by a signal, rlxrun names it, stops every other rank (SIGTERM, then
+    SIGKILL after a grace period) and exits with that rank's status. Ctrl-C or
+    SIGTERM to rlxrun stops the whole job the same way; if rlxrun itself is
+    killed, its ranks are killed with it.
+
+OPTIONS
+    -n, -np N            number of ranks (required)
+    --backend B          tcp (default), verbs or any: sets RLX_BACKEND
+    --ifname IF          network interface the ranks listen on: sets RLX_IFNAME
+    --timeout S          end the job after S seconds, naming the ranks still running
+    --env, -x K=V        set K=V in every rank's environment (repeatable)
+    --cwd DIR            working directory of the ranks
+    --tag-output         prefix each output line with [rank] (default)
+    --no-tag-output      pass output through untouched
+    --output-dir DIR     also write rank N's output to DIR/rank.N.out and DIR/rank.N.err
+    --dry-run            print what would be started, start nothing
+    -h, --help           this text
+    --version            rlxrun's version
+
+    stdin goes to rank 0; the other ranks read /dev/null.
+
+EXIT STATUS
+    0 when every rank exits 0; otherwise the status of the first rank that
+    failed (128+N for a rank killed by signal N), 124 when --timeout ended the
+    job, 2 for a bad command line.
+
+EXAMPLES
+    rlxrun -n 4 ./build/release/examples/hello_allreduce
+    rlxrun -n 2 --timeout 60 --env RLX_TIMEOUT_S=10 ./my_program --steps 100
+)";
+}
+
+}  // namespace rlx::launcher

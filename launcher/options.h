@@ -1,0 +1,40 @@
+// rlxrun's command line.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rlx::launcher {
+
+// A bad command line; what() says what was wrong and what was expected.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Options {
+  int num_ranks = 0;
+  std::string backend = "tcp";
+  std::string ifname;
+  std::optional<std::chrono::milliseconds> job_timeout;  // --timeout: the whole job
+  std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order
+  std::string cwd;
+  bool tag_output = true;
+  std::string output_dir;
+  bool dry_run = false;
+  bool show_help = false;
+  bool show_version = false;
+  std::vector<std::string> program;  // the program and its arguments
+};
+
+// Parses argv[1..]. Throws UsageError.
+Options parse_options(const std::vector<std::string>& args);
+
+// The --help text.
+const char* usage_text();
+
+}  // namespace rlx::launcher

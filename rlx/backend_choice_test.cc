@@ -1,0 +1,83 @@
+#include "rlx/backend_choice.h"
+
+#include <gtest/gtest.h>
+
+#include "transport/errors.h"
+
+namespace rlx {
+namespace {
+
+using launch_env::LaunchEnv;
+
+LaunchEnv rlxrun_env(int world_size, std::string backend = "") {
+  LaunchEnv env;
+  env.rank = 0;
+  env.world_size = world_size;
+  env.backend = std::move(backend);
+  return env;
+}
+
+LaunchEnv mpirun_env(int world_size) {
+  LaunchEnv env;
+  env.mpi_rank = 0;
+  env.mpi_world_size = world_size;
+  return env;
+}
+
+void expect_error(ErrorKind kind, const std::string& fragment, auto&& call) {
+  try {
+    call();
+    FAIL() << "expected an error containing " << fragment;
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), kind) << error.what();
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+  }
+}
+
+constexpr BuiltBackends kAll{.mpi = true, .verbs = true};
+constexpr BuiltBackends kNone{};
+
+TEST(BackendChoice, NoLauncherGivesTheGroupOfOne) {
+  EXPECT_EQ(choose_backend({}, "any", false, kAll), BackendKind::singleton);
+  EXPECT_EQ(choose_backend({}, "tcp", false, kAll), BackendKind::singleton);
+  EXPECT_EQ(choose_backend(rlxrun_env(1), "any", true, kAll), BackendKind::singleton);
+  EXPECT_EQ(choose_backend(mpirun_env(1), "any", false, kAll), BackendKind::singleton);
+}
+
+TEST(BackendChoice, StrictWithoutLauncherSaysWhatWasLookedFor) {
+  expect_error(ErrorKind::backend_unavailable, "OMPI_COMM_WORLD_SIZE",
+               [] { choose_backend({}, "any", true, kAll); });
+  expect_error(ErrorKind::backend_unavailable, "RLX_WORLD_SIZE",
+               [] { choose_backend({}, "tcp", true, kAll); });
+}
+
+TEST(BackendChoice, LaunchersPickTheirBackend) {
+  EXPECT_EQ(choose_backend(rlxrun_env(4), "any", false, kAll), BackendKind::tcp);
+  EXPECT_EQ(choose_backend(rlxrun_env(4, "verbs"), "any", false, kAll), BackendKind::verbs);
+  EXPECT_EQ(choose_backend(mpirun_env(4), "any", false, kAll), BackendKind::mpi);
+  EXPECT_EQ(choose_backend(mpirun_env(4), "mpi", true, kAll), BackendKind::mpi);
+}
+
+TEST(BackendChoice, ExplainsWhyABackendCannotStart) {
+  expect_error(ErrorKind::backend_unavailable, "built without",
+               [] { choose_backend(mpirun_env(2), "mpi", false, kNone); });
+  expect_error(ErrorKind::backend_unavailable, "not started by mpirun",
+               [] { choose_backend({}, "mpi", false, kAll); });
+  expect_error(ErrorKind::backend_unavailable, "built without",
+               [] { choose_backend(rlxrun_env(2), "verbs", false, kNone); });
+  // mpirun with several processes but no MPI in this build must not silently
+  // give every process a world of its own.
+  expect_error(ErrorKind::backend_unavailable, "built without",
+               [] { choose_backend(mpirun_env(2), "any", false, kNone); });
+}
+
+TEST(BackendChoice, ProgramAndEnvironmentMustAgree) {
+  expect_error(ErrorKind::invalid_argument, "RLX_BACKEND=mpi",
+               [] { choose_backend(rlxrun_env(2, "mpi"), "tcp", false, kAll); });
+  expect_error(ErrorKind::invalid_argument, "unknown backend 'nccl'",
+               [] { choose_backend({}, "nccl", false, kAll); });
+  EXPECT_EQ(choose_backend(rlxrun_env(2, "any"), "tcp", false, kAll), BackendKind::tcp);
+}
+
+}  // namespace
+}  // namespace rlx

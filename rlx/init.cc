@@ -1,0 +1,66 @@
+#include "rlx/init.h"
+
+#include <mutex>
+#include <string>
+
+#include "rlx/backend_choice.h"
+#include "transport/launch_env.h"
+#include "transport/mpi/mpi.h"
+#include "transport/singleton/singleton_transport.h"
+#include "transport/tcp/tcp.h"
+#include "transport/verbs/verbs.h"
+
+namespace rlx {
+namespace {
+
+std::shared_ptr<Transport> start(BackendKind kind, const launch_env::LaunchEnv& env) {
+  switch (kind) {
+    case BackendKind::tcp:
+      return tcp::create(env);
+    case BackendKind::mpi:
+      return mpi::create(env);
+    case BackendKind::verbs:
+      return verbs::create(env);
+    case BackendKind::singleton:
+      break;
+  }
+  return std::make_shared<SingletonTransport>(env.timeout, env.unexpected_bytes_cap);
+}
+
+struct World {
+  std::mutex mutex;
+  std::shared_ptr<Transport> group;
+  std::string requested;
+};
+
+World& world() {
+  static World instance;
+  return instance;
+}
+
+}  // namespace
+
+std::shared_ptr<Transport> init(std::string_view backend, bool strict) {
+  World& w = world();
+  std::lock_guard lock(w.mutex);
+  if (w.group) {
+    if (backend != "any" && backend != w.requested && backend != w.group->backend()) {
+      throw CollectiveError(ErrorKind::invalid_argument, w.group->site("init"),
+                            "already initialised with backend '" + w.requested +
+                                "', now asked for '" + std::string(backend) + "'",
+                            "call init once, or with the same backend");
+    }
+    return w.group;
+  }
+  const auto env = launch_env::from_process_environment();
+  const auto kind =
+      choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});
+  w.group = start(kind, env);
+  w.requested = std::string(backend);
+  return w.group;
+}
+
+bool is_mpi_built() { return mpi::is_built(); }
+bool is_verbs_built() { return verbs::is_built(); }
+
+}  // namespace rlx

@@ -1,0 +1,26 @@
+// Joining the process group.
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "transport/transport.h"
+
+namespace rlx {
+
+// Returns this process's group, starting the transport on the first call.
+//
+// `backend` is "any" (the default), "tcp", "mpi" or "verbs"; RLX_BACKEND
+// chooses when the program says "any". With no launcher, the result is a group
+// of one whose collectives are the identity, unless `strict`, which makes that
+// an error naming what was looked for. Later calls return the same group when
+// they ask for the same backend, and throw when they ask for another.
+// Errors are CollectiveError (invalid_argument, backend_unavailable, and
+// whatever the transport's connection phase reports).
+std::shared_ptr<Transport> init(std::string_view backend = "any", bool strict = false);
+
+// True when rlx was built with the Open MPI (resp. verbs) transport.
+bool is_mpi_built();
+bool is_verbs_built();
+
+}  // namespace rlx

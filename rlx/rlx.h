@@ -1,0 +1,15 @@
+// rlx: a distributed multi-process runtime with collectives.
+//
+// The one header users include:
+//   #include <rlx/rlx.h>
+//   auto group = rlx::init();          // the process group (size 1 without a launcher)
+//   group->all_sum(std::span(values)); // in place, across every rank
+#pragma once
+
+#include "core/dtype.h"           // IWYU pragma: export
+#include "core/error.h"           // IWYU pragma: export
+#include "core/half.h"            // IWYU pragma: export
+#include "rlx/init.h"             // IWYU pragma: export
+#include "rlx/version.h"          // IWYU pragma: export
+#include "transport/errors.h"     // IWYU pragma: export
+#include "transport/transport.h"  // IWYU pragma: export

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The README's first command: install what is missing, build, run the demo on
+# local ranks over the default transport.
+# Usage: scripts/demo.sh [RANKS]   (default 4)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks=${1:-4}
+
+scripts/setup-deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release
+echo "rlx demo: $ranks local ranks, default transport"
+build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/hello_allreduce

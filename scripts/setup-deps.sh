@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages rlx needs, only those that are missing.
+# Usage: scripts/setup-deps.sh [extra-package ...]
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config clang-format
+  libboost-dev libssl-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin
+  libibverbs-dev librdmacm-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  "$@"
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$pkg")
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "rlx: installing missing Debian packages: ${missing[*]}"
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || {
+    echo "rlx: run as root, or install: apt-get install ${missing[*]}" >&2
+    exit 1
+  }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+# apt may be busy (another install, unattended upgrades): wait for its lock, bounded.
+apt_opts=(-o DPkg::Lock::Timeout=300)
+"${sudo[@]}" apt-get "${apt_opts[@]}" update -qq
+"${sudo[@]}" apt-get "${apt_opts[@]}" install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The README's second command: install what is missing, build, and run the
+# whole test suite through ctest: the release build, then the ASan+UBSan and
+# TSan builds. Usage: scripts/test.sh [--quick]   (--quick: release build only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ ${1:-} == --quick ]] && quick=1
+
+scripts/setup-deps.sh
+jobs=$(nproc)
+
+run_preset() {
+  local preset=$1
+  echo "=== rlx: $preset build and tests ==="
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$jobs"
+  ctest --preset "$preset"
+}
+
+# Formatting is part of the suite: every C++ file matches .clang-format.
+git ls-files '*.h' '*.cc' | xargs -r clang-format --dry-run -Werror
+
+run_preset release
+if [[ $quick -eq 0 ]]; then
+  run_preset asan
+  run_preset tsan
+fi
+echo "=== rlx: all test runs passed ==="

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the build tree to a scratch prefix, then configures, builds and runs
+# a small outside project that finds rlx with find_package(rlx).
+set -euo pipefail
+build_dir=$1 consumer_src=$2 work=$3
+rm -rf "$work"
+log=$work.log
+# Quiet on success; the whole log on failure.
+run() { "$@" >>"$log" 2>&1 || { cat "$log"; exit 1; }; }
+: >"$log"
+run cmake --install "$build_dir" --prefix "$work/prefix"
+run cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix"
+run cmake --build "$work/build"
+test -x "$work/prefix/bin/rlxrun" || { echo "rlxrun was not installed"; exit 1; }
+"$work/build/consumer"

@@ -1,0 +1,77 @@
+#include "transport/errors.h"
+
+#include <cstdio>
+
+namespace rlx {
+namespace {
+
+std::string format_message(ErrorKind kind, const ErrorSite& site, std::string_view detail,
+                           std::string_view hint) {
+  std::string text = "rlx";
+  if (site.rank >= 0) {
+    text += " rank " + std::to_string(site.rank);
+    if (site.world_size > 0) text += " of " + std::to_string(site.world_size);
+  }
+  if (!site.operation.empty()) text += ": " + site.operation;
+  if (!site.sizes.empty()) text += " (" + site.sizes + ")";
+  if (site.peer >= 0) text += " with peer rank " + std::to_string(site.peer);
+  text += ": ";
+  text += name_of(kind);
+  text += ": ";
+  text += detail;
+  if (!hint.empty()) {
+    text += ". Check: ";
+    text += hint;
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string_view name_of(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::timeout:
+      return "timeout";
+    case ErrorKind::peer_lost:
+      return "peer lost";
+    case ErrorKind::protocol_violation:
+      return "protocol violation";
+    case ErrorKind::mismatch:
+      return "collective mismatch";
+    case ErrorKind::invalid_argument:
+      return "invalid argument";
+    case ErrorKind::backend_unavailable:
+      return "backend unavailable";
+    case ErrorKind::resource_exhausted:
+      return "resource exhausted";
+  }
+  return "error";
+}
+
+CollectiveError::CollectiveError(ErrorKind kind, ErrorSite site, std::string_view detail,
+                                 std::string_view hint)
+    : Error(format_message(kind, site, detail, hint)), kind_(kind), site_(std::move(site)) {}
+
+std::string format_bytes(std::size_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 6) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char text[32];
+  if (unit == 0 || value == static_cast<double>(static_cast<std::size_t>(value))) {
+    std::snprintf(text, sizeof text, "%.0f %s", value, kUnits[unit]);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
+  }
+  return text;
+}
+
+std::string describe_elements(std::size_t count, Dtype dtype) {
+  return std::to_string(count) + " x " + std::string(name_of(dtype)) + " (" +
+         format_bytes(count * size_of(dtype)) + ")";
+}
+
+}  // namespace rlx

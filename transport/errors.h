@@ -1,0 +1,60 @@
+// The errors of the distributed layer: one exception type with a kind, whose
+// message says which rank saw what, in which operation, with which peer and
+// sizes, and what to check next.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace rlx {
+
+enum class ErrorKind {
+  timeout,              // a deadline passed (RLX_TIMEOUT_S)
+  peer_lost,            // a peer closed, reset or died
+  protocol_violation,   // bytes on the wire that are not what the protocol allows
+  mismatch,             // ranks called different collectives, or with different sizes
+  invalid_argument,     // a bad call or a malformed setting (environment, options)
+  backend_unavailable,  // the requested transport was not built or cannot start here
+  resource_exhausted,   // a memory cap was reached
+};
+
+std::string_view name_of(ErrorKind kind);
+
+// Where an error happened. Fields that do not apply keep their defaults and
+// are left out of the message.
+struct ErrorSite {
+  int rank = -1;
+  int world_size = -1;
+  int peer = -1;
+  std::string operation;  // "all_sum", "recv_bytes", "connect", ...
+  std::string sizes;      // "1024 x f32 (4 KiB)", "tag 7, 12 B", ...
+};
+
+class CollectiveError : public Error {
+ public:
+  // `detail` says what happened; `hint` (optional) what to check.
+  CollectiveError(ErrorKind kind, ErrorSite site, std::string_view detail,
+                  std::string_view hint = {});
+
+  ErrorKind kind() const { return kind_; }
+  const ErrorSite& site() const { return site_; }
+  int rank() const { return site_.rank; }
+  int peer() const { return site_.peer; }
+  const std::string& operation() const { return site_.operation; }
+
+ private:
+  ErrorKind kind_;
+  ErrorSite site_;
+};
+
+// "4 KiB", "1.5 MiB", "12 B": sizes as people read them.
+std::string format_bytes(std::size_t bytes);
+
+// "1024 x f32 (4 KiB)".
+std::string describe_elements(std::size_t count, Dtype dtype);
+
+}  // namespace rlx

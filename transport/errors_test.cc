@@ -1,0 +1,51 @@
+#include "transport/errors.h"
+
+#include <gtest/gtest.h>
+
+namespace rlx {
+namespace {
+
+TEST(CollectiveError, MessageNamesRankPeerOperationSizesAndHint) {
+  const CollectiveError error(ErrorKind::peer_lost,
+                              {.rank = 1,
+                               .world_size = 4,
+                               .peer = 2,
+                               .operation = "all_sum",
+                               .sizes = describe_elements(1024, Dtype::f32)},
+                              "connection reset", "rank 2's own output");
+  EXPECT_STREQ(error.what(),
+               "rlx rank 1 of 4: all_sum (1024 x f32 (4 KiB)) with peer rank 2: peer lost: "
+               "connection reset. Check: rank 2's own output");
+  EXPECT_EQ(error.kind(), ErrorKind::peer_lost);
+  EXPECT_EQ(error.rank(), 1);
+  EXPECT_EQ(error.peer(), 2);
+  EXPECT_EQ(error.operation(), "all_sum");
+}
+
+TEST(CollectiveError, IsAnRlxErrorAndLeavesOutUnknownFields) {
+  try {
+    throw CollectiveError(ErrorKind::backend_unavailable, {.operation = "init"}, "not built");
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "rlx: init: backend unavailable: not built");
+  }
+}
+
+TEST(CollectiveError, EveryKindHasAName) {
+  for (auto kind : {ErrorKind::timeout, ErrorKind::peer_lost, ErrorKind::protocol_violation,
+                    ErrorKind::mismatch, ErrorKind::invalid_argument,
+                    ErrorKind::backend_unavailable, ErrorKind::resource_exhausted}) {
+    EXPECT_NE(name_of(kind), "error");
+  }
+}
+
+TEST(FormatBytes, ReadsLikeAPerson) {
+  EXPECT_EQ(format_bytes(0), "0 B");
+  EXPECT_EQ(format_bytes(1023), "1023 B");
+  EXPECT_EQ(format_bytes(4096), "4 KiB");
+  EXPECT_EQ(format_bytes(1536 * 1024), "1.5 MiB");
+  EXPECT_EQ(format_bytes(std::size_t{64} << 20), "64 MiB");
+  EXPECT_EQ(describe_elements(3, Dtype::bf16), "3 x bf16 (6 B)");
+}
+
+}  // namespace
+}  // namespace rlx

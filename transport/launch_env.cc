@@ -1,0 +1,111 @@
+#include "transport/launch_env.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+#include "transport/errors.h"
+
+namespace rlx::launch_env {
+namespace {
+
+[[noreturn]] void fail(const char* name, std::string_view value, std::string_view expected) {
+  throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read launch environment"},
+                        std::string(name) + "='" + std::string(value) + "' is not valid",
+                        std::string(name) + " must be " + std::string(expected));
+}
+
+std::optional<std::string_view> get(const Lookup& lookup, const char* name) {
+  const char* value = lookup(name);
+  if (value == nullptr) return std::nullopt;
+  return std::string_view(value);
+}
+
+std::optional<long long> get_integer(const Lookup& lookup, const char* name, long long low,
+                                     long long high, std::string_view expected) {
+  auto text = get(lookup, name);
+  if (!text) return std::nullopt;
+  long long value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end != text->data() + text->size() || value < low || value > high) {
+    fail(name, *text, expected);
+  }
+  return value;
+}
+
+std::optional<int> get_int(const Lookup& lookup, const char* name, int low, int high,
+                           std::string_view expected) {
+  auto value = get_integer(lookup, name, low, high, expected);
+  if (!value) return std::nullopt;
+  return static_cast<int>(*value);
+}
+
+std::chrono::milliseconds get_seconds(const Lookup& lookup, const char* name,
+                                      std::chrono::milliseconds fallback) {
+  auto text = get(lookup, name);
+  if (!text) return fallback;
+  double seconds = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), seconds);
+  constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+  if (ec != std::errc() || end != text->data() + text->size() || !std::isfinite(seconds) ||
+      seconds <= 0 || seconds > kMaxSeconds) {
+    fail(name, *text, "a number of seconds above 0 and at most a year, like 300 or 0.5");
+  }
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
+}
+
+std::string get_string(const Lookup& lookup, const char* name) {
+  return std::string(get(lookup, name).value_or(""));
+}
+
+void parse_rlxrun_group(const Lookup& lookup, LaunchEnv& env) {
+  constexpr int kMaxRanks = 1 << 20;
+  env.world_size = get_int(lookup, kWorldSize, 1, kMaxRanks, "a whole number from 1 to 1048576");
+  env.rank = get_int(lookup, kRank, 0, kMaxRanks - 1, "a whole number from 0 to RLX_WORLD_SIZE-1");
+  if (env.world_size.has_value() != env.rank.has_value()) {
+    const char* missing = env.rank ? kWorldSize : kRank;
+    const char* present = env.rank ? kRank : kWorldSize;
+    fail(present, get(lookup, present).value_or(""),
+         std::string("set together with ") + missing + " (rlxrun sets both)");
+  }
+  if (env.rank && *env.rank >= *env.world_size) {
+    fail(kRank, *get(lookup, kRank), "below RLX_WORLD_SIZE=" + std::to_string(*env.world_size));
+  }
+  env.local_rank = get_int(lookup, kLocalRank, 0, kMaxRanks - 1, "a whole number from 0");
+  env.local_size = get_int(lookup, kLocalSize, 1, kMaxRanks, "a whole number from 1");
+}
+
+void parse_mpirun_group(const Lookup& lookup, LaunchEnv& env) {
+  env.mpi_world_size = get_int(lookup, kOmpiWorldSize, 1, 1 << 30, "a whole number from 1");
+  env.mpi_rank = get_int(lookup, kOmpiRank, 0, (1 << 30) - 1, "a whole number from 0");
+}
+
+}  // namespace
+
+LaunchEnv parse(const Lookup& lookup) {
+  LaunchEnv env;
+  parse_rlxrun_group(lookup, env);
+  parse_mpirun_group(lookup, env);
+  env.coordinator = get_string(lookup, kCoordinator);
+  env.job_token = get_string(lookup, kJobToken);
+  env.hostfile = get_string(lookup, kHostfile);
+  env.ifname = get_string(lookup, kIfname);
+  env.backend = get_string(lookup, kBackend);
+  if (!env.backend.empty() && env.backend != "any" && env.backend != "tcp" &&
+      env.backend != "mpi" && env.backend != "verbs") {
+    fail(kBackend, env.backend, "one of tcp, mpi, verbs, any");
+  }
+  env.timeout = get_seconds(lookup, kTimeout, kDefaultTimeout);
+  env.connect_timeout = get_seconds(lookup, kConnectTimeout, kDefaultConnectTimeout);
+  if (auto cap = get_integer(lookup, kUnexpectedCap, 0, std::int64_t{1} << 50,
+                             "a number of bytes from 0 to 2^50")) {
+    env.unexpected_bytes_cap = static_cast<std::size_t>(*cap);
+  }
+  return env;
+}
+
+LaunchEnv from_process_environment() {
+  return parse([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+}  // namespace rlx::launch_env

@@ -1,0 +1,71 @@
+// The contract between a launcher (rlxrun, or Open MPI's mpirun) and the
+// library: the environment variables a rank reads when it calls rlx::init.
+// rlxrun writes them; scripts may read them. This header is the only part of
+// the library the launcher depends on.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rlx::launch_env {
+
+// Set by rlxrun for every rank.
+inline constexpr const char* kRank = "RLX_RANK";                // 0..world_size-1
+inline constexpr const char* kWorldSize = "RLX_WORLD_SIZE";     // number of ranks
+inline constexpr const char* kLocalRank = "RLX_LOCAL_RANK";     // index among ranks on this host
+inline constexpr const char* kLocalSize = "RLX_LOCAL_SIZE";     // ranks on this host
+inline constexpr const char* kCoordinator = "RLX_COORDINATOR";  // host:port of the rendezvous
+inline constexpr const char* kJobToken = "RLX_JOB_TOKEN";       // per-job secret, never on argv
+// Set by the user or rlxrun.
+inline constexpr const char* kBackend = "RLX_BACKEND";    // tcp | mpi | verbs | any
+inline constexpr const char* kHostfile = "RLX_HOSTFILE";  // static JSON table of rank endpoints
+inline constexpr const char* kIfname = "RLX_IFNAME";      // network interface to listen on
+inline constexpr const char* kTimeout = "RLX_TIMEOUT_S";  // deadline of every operation (s)
+inline constexpr const char* kConnectTimeout = "RLX_CONNECT_TIMEOUT_S";  // rendezvous deadline
+inline constexpr const char* kUnexpectedCap = "RLX_UNEXPECTED_BYTES";    // early-message memory cap
+// Set by Open MPI's mpirun.
+inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
+inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
+
+inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
+inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
+inline constexpr std::size_t kDefaultUnexpectedCap = std::size_t{1} << 30;
+
+// Everything init needs to know, parsed and validated.
+struct LaunchEnv {
+  std::optional<int> rank;  // RLX_RANK and RLX_WORLD_SIZE come together or not at all
+  std::optional<int> world_size;
+  std::optional<int> local_rank;
+  std::optional<int> local_size;
+  std::string coordinator;
+  std::string job_token;
+  std::string backend;  // empty when unset
+  std::string hostfile;
+  std::string ifname;
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
+  std::size_t unexpected_bytes_cap = kDefaultUnexpectedCap;
+  std::optional<int> mpi_rank;
+  std::optional<int> mpi_world_size;
+
+  // True when rlxrun (or a user imitating it) started this process.
+  bool launched_by_rlxrun() const { return world_size.has_value(); }
+  // True when Open MPI's mpirun started this process.
+  bool launched_by_mpirun() const { return mpi_world_size.has_value(); }
+};
+
+// Looks a variable up; returns nullptr when it is unset.
+using Lookup = std::function<const char*(const char* name)>;
+
+// Parses the variables above. Malformed values throw CollectiveError
+// (invalid_argument) naming the variable, its value and what is expected.
+LaunchEnv parse(const Lookup& lookup);
+
+// parse() over the process environment.
+LaunchEnv from_process_environment();
+
+}  // namespace rlx::launch_env

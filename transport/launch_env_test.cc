@@ -1,0 +1,89 @@
+#include "transport/launch_env.h"
+
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "transport/errors.h"
+
+namespace rlx::launch_env {
+namespace {
+
+LaunchEnv parse_map(const std::map<std::string, std::string>& vars) {
+  return parse([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+
+// Expects a parse error that quotes `variable` and `fragment`.
+void expect_rejected(const std::map<std::string, std::string>& vars, const std::string& variable,
+                     const std::string& fragment) {
+  try {
+    parse_map(vars);
+    FAIL() << "accepted " << variable;
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+    const std::string text = error.what();
+    EXPECT_NE(text.find(variable), std::string::npos) << text;
+    EXPECT_NE(text.find(fragment), std::string::npos) << text;
+  }
+}
+
+TEST(LaunchEnv, EmptyEnvironmentMeansNoLauncherAndDefaults) {
+  const LaunchEnv env = parse_map({});
+  EXPECT_FALSE(env.launched_by_rlxrun());
+  EXPECT_FALSE(env.launched_by_mpirun());
+  EXPECT_EQ(env.timeout, kDefaultTimeout);
+  EXPECT_EQ(env.unexpected_bytes_cap, kDefaultUnexpectedCap);
+  EXPECT_TRUE(env.backend.empty());
+}
+
+TEST(LaunchEnv, ReadsWhatRlxrunSets) {
+  const LaunchEnv env = parse_map({{"RLX_RANK", "2"},
+                                   {"RLX_WORLD_SIZE", "4"},
+                                   {"RLX_LOCAL_RANK", "0"},
+                                   {"RLX_COORDINATOR", "[::1]:4000"},
+                                   {"RLX_JOB_TOKEN", "secret"},
+                                   {"RLX_BACKEND", "tcp"},
+                                   {"RLX_TIMEOUT_S", "0.25"},
+                                   {"RLX_UNEXPECTED_BYTES", "1048576"}});
+  ASSERT_TRUE(env.launched_by_rlxrun());
+  EXPECT_EQ(*env.rank, 2);
+  EXPECT_EQ(*env.world_size, 4);
+  EXPECT_EQ(*env.local_rank, 0);
+  EXPECT_EQ(env.coordinator, "[::1]:4000");
+  EXPECT_EQ(env.job_token, "secret");
+  EXPECT_EQ(env.backend, "tcp");
+  EXPECT_EQ(env.timeout, std::chrono::milliseconds(250));
+  EXPECT_EQ(env.unexpected_bytes_cap, 1u << 20);
+}
+
+TEST(LaunchEnv, ReadsWhatMpirunSets) {
+  const LaunchEnv env = parse_map({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"}});
+  EXPECT_TRUE(env.launched_by_mpirun());
+  EXPECT_EQ(*env.mpi_world_size, 3);
+}
+
+TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {
+  expect_rejected({{"RLX_RANK", "abc"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "'abc'");
+  expect_rejected({{"RLX_RANK", "1"}, {"RLX_WORLD_SIZE", "2x"}}, "RLX_WORLD_SIZE", "'2x'");
+  expect_rejected({{"RLX_RANK", "-1"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "'-1'");
+  expect_rejected({{"RLX_RANK", "2"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "below");
+  expect_rejected({{"RLX_RANK", "0"}, {"RLX_WORLD_SIZE", "0"}}, "RLX_WORLD_SIZE", "'0'");
+  expect_rejected({{"RLX_RANK", "0"}}, "RLX_RANK", "RLX_WORLD_SIZE");
+  expect_rejected({{"RLX_WORLD_SIZE", "2"}}, "RLX_WORLD_SIZE", "RLX_RANK");
+  expect_rejected({{"RLX_RANK", " 1"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "' 1'");
+  expect_rejected({{"RLX_BACKEND", "nccl"}}, "RLX_BACKEND", "tcp, mpi, verbs, any");
+  expect_rejected({{"RLX_TIMEOUT_S", "0"}}, "RLX_TIMEOUT_S", "above 0");
+  expect_rejected({{"RLX_TIMEOUT_S", "nan"}}, "RLX_TIMEOUT_S", "'nan'");
+  expect_rejected({{"RLX_TIMEOUT_S", "10s"}}, "RLX_TIMEOUT_S", "'10s'");
+  expect_rejected({{"RLX_UNEXPECTED_BYTES", "1e9"}}, "RLX_UNEXPECTED_BYTES", "'1e9'");
+  expect_rejected({{"OMPI_COMM_WORLD_SIZE", "many"}}, "OMPI_COMM_WORLD_SIZE", "'many'");
+  expect_rejected({{"RLX_RANK", "99999999999999999999"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK",
+                  "99999999999999999999");
+}
+
+}  // namespace
+}  // namespace rlx::launch_env

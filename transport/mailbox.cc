@@ -1,0 +1,58 @@
+#include "transport/mailbox.h"
+
+namespace rlx {
+
+bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (message.size() > byte_cap_ - held_bytes_) return false;
+    held_bytes_ += message.size();
+    queues_[{from, tag}].push_back(std::move(message));
+  }
+  arrived_.notify_all();
+  return true;
+}
+
+std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  const auto key = std::make_pair(from, tag);
+  for (;;) {
+    auto it = queues_.find(key);
+    if (it != queues_.end() && !it->second.empty()) {
+      std::vector<std::byte> message = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) queues_.erase(it);
+      held_bytes_ -= message.size();
+      return message;
+    }
+    if (auto error = failure_for(from)) std::rethrow_exception(error);
+    if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout &&
+        Clock::now() >= deadline) {
+      return std::nullopt;
+    }
+  }
+}
+
+void Mailbox::fail(int peer, std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (peer < 0) {
+      if (!global_failure_) global_failure_ = std::move(error);
+    } else if (!peer_failures_.contains(peer)) {
+      peer_failures_[peer] = std::move(error);
+    }
+  }
+  arrived_.notify_all();
+}
+
+std::size_t Mailbox::held_bytes() const {
+  std::lock_guard lock(mutex_);
+  return held_bytes_;
+}
+
+std::exception_ptr Mailbox::failure_for(int peer) const {
+  if (auto it = peer_failures_.find(peer); it != peer_failures_.end()) return it->second;
+  return global_failure_;
+}
+
+}  // namespace rlx

@@ -1,0 +1,58 @@
+// Messages that arrived before anyone asked for them, queued per (peer, tag).
+//
+// Every transport that receives in the background (the singleton's self-sends,
+// TCP's progress thread) parks early messages here. Receivers wait with a
+// deadline; a lost peer fails its receivers at once instead of letting them
+// run into the deadline. The bytes held are capped, so a peer that sends far
+// ahead of its receiver gets an error rather than exhausting memory.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace rlx {
+
+class Mailbox {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit Mailbox(std::size_t byte_cap) : byte_cap_(byte_cap) {}
+
+  // Queues a message. Returns false (and queues nothing) when it would take
+  // the held bytes above the cap.
+  [[nodiscard]] bool deliver(int from, Tag tag, std::vector<std::byte> message);
+
+  // Takes the oldest message from `from` with `tag`. Returns nullopt when the
+  // deadline passes first; rethrows the failure recorded for `from`.
+  std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline);
+
+  // From now on, receives from `peer` (or from everyone, when peer < 0) throw
+  // `error` once the messages already queued from it are taken.
+  void fail(int peer, std::exception_ptr error);
+
+  std::size_t held_bytes() const;
+  std::size_t byte_cap() const { return byte_cap_; }
+
+ private:
+  std::exception_ptr failure_for(int peer) const;
+
+  const std::size_t byte_cap_;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
+  std::map<int, std::exception_ptr> peer_failures_;
+  std::exception_ptr global_failure_;
+  std::size_t held_bytes_ = 0;
+};
+
+}  // namespace rlx

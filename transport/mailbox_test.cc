@@ -1,0 +1,70 @@
+#include "transport/mailbox.h"
+
+#include <stdexcept>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+namespace rlx {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::byte> bytes(std::initializer_list<int> values) {
+  std::vector<std::byte> out;
+  for (int v : values) out.push_back(static_cast<std::byte>(v));
+  return out;
+}
+
+TEST(Mailbox, FifoPerPeerAndTagIndependentAcrossTags) {
+  Mailbox box(1 << 20);
+  ASSERT_TRUE(box.deliver(1, 7, bytes({1})));
+  ASSERT_TRUE(box.deliver(1, 7, bytes({2})));
+  ASSERT_TRUE(box.deliver(1, 8, bytes({3})));
+  const auto deadline = Mailbox::Clock::now() + 1s;
+  EXPECT_EQ(*box.take(1, 8, deadline), bytes({3}));
+  EXPECT_EQ(*box.take(1, 7, deadline), bytes({1}));
+  EXPECT_EQ(*box.take(1, 7, deadline), bytes({2}));
+  EXPECT_EQ(box.held_bytes(), 0u);
+}
+
+TEST(Mailbox, TakeTimesOutAtItsDeadline) {
+  Mailbox box(16);
+  const auto start = Mailbox::Clock::now();
+  EXPECT_FALSE(box.take(0, 0, start + 50ms).has_value());
+  EXPECT_GE(Mailbox::Clock::now() - start, 50ms);
+}
+
+TEST(Mailbox, WakesAWaitingReceiver) {
+  Mailbox box(16);
+  std::thread sender([&] { EXPECT_TRUE(box.deliver(2, 1, bytes({9, 9}))); });
+  auto message = box.take(2, 1, Mailbox::Clock::now() + 10s);
+  sender.join();
+  ASSERT_TRUE(message.has_value());
+  EXPECT_EQ(*message, bytes({9, 9}));
+}
+
+TEST(Mailbox, RefusesMessagesBeyondTheCap) {
+  Mailbox box(3);
+  EXPECT_TRUE(box.deliver(0, 0, bytes({1, 2})));
+  EXPECT_FALSE(box.deliver(0, 0, bytes({3, 4})));
+  EXPECT_TRUE(box.deliver(0, 0, bytes({5})));
+  EXPECT_EQ(box.held_bytes(), 3u);
+}
+
+TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {
+  Mailbox box(16);
+  ASSERT_TRUE(box.deliver(3, 0, bytes({1})));
+  std::thread failer(
+      [&] { box.fail(3, std::make_exception_ptr(std::runtime_error("peer 3 lost"))); });
+  failer.join();
+  const auto deadline = Mailbox::Clock::now() + 10s;
+  EXPECT_EQ(*box.take(3, 0, deadline), bytes({1}));
+  EXPECT_THROW(box.take(3, 0, deadline), std::runtime_error);
+  EXPECT_FALSE(box.take(4, 0, Mailbox::Clock::now() + 1ms).has_value());
+  box.fail(-1, std::make_exception_ptr(std::logic_error("all lost")));
+  EXPECT_THROW(box.take(4, 0, deadline), std::logic_error);
+}
+
+}  // namespace
+}  // namespace rlx

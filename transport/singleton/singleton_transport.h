@@ -1,0 +1,30 @@
+// The group of one: what a program gets when no launcher started it.
+// Collectives are the identity (handled by Transport itself); a message sent
+// to rank 0 is received from rank 0.
+#pragma once
+
+#include <memory>
+
+#include "transport/launch_env.h"
+#include "transport/mailbox.h"
+#include "transport/transport.h"
+
+namespace rlx {
+
+class SingletonTransport final : public Transport {
+ public:
+  explicit SingletonTransport(std::chrono::milliseconds timeout = launch_env::kDefaultTimeout,
+                              std::size_t byte_cap = launch_env::kDefaultUnexpectedCap);
+
+ protected:
+  void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
+  std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
+  void do_all_reduce(ElementSpan data, ReduceOp op) override;
+  void do_all_gather(ConstElementSpan input, ElementSpan output) override;
+  void do_barrier() override;
+
+ private:
+  Mailbox mailbox_;
+};
+
+}  // namespace rlx

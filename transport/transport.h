@@ -1,0 +1,134 @@
+// The transport interface every backend implements, and what users call.
+//
+// A Transport is one process's membership in a group of `world_size()` ranks.
+// It offers framed point-to-point messages and the collectives. The public
+// methods validate their arguments and handle the trivial one-rank group once,
+// for every backend; a backend implements the protected do_* hooks.
+//
+// Semantics shared by every backend:
+//  * send_bytes returns without waiting for the peer's recv_bytes, so a ring
+//    of ranks that all send before they receive never deadlocks;
+//  * messages between a pair of ranks with the same tag arrive in FIFO order;
+//    different tags are independent (a receive may pick any tag first);
+//  * collectives are called in the same order, with the same sizes, by every
+//    rank; a mismatch is reported as ErrorKind::mismatch where it is detected;
+//  * every blocking call has a deadline (timeout(), from RLX_TIMEOUT_S) and
+//    ends in a CollectiveError instead of waiting forever.
+// A Transport may be shared between threads, but collectives on one transport
+// must not run concurrently (issue them from one thread, as async_eval does).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/dtype.h"
+#include "transport/errors.h"
+
+namespace rlx {
+
+enum class ReduceOp : std::uint8_t { sum, prod, min, max };
+std::string_view name_of(ReduceOp op);
+
+// Elements of one dtype that a collective reads.
+struct ConstElementSpan {
+  const void* data = nullptr;
+  std::size_t count = 0;
+  Dtype dtype = Dtype::f32;
+
+  std::size_t bytes() const { return count * size_of(dtype); }
+  template <Element T>
+  static ConstElementSpan of(std::span<const T> values) {
+    return {values.data(), values.size(), dtype_of<T>};
+  }
+};
+
+// Elements of one dtype that a collective writes.
+struct ElementSpan {
+  void* data = nullptr;
+  std::size_t count = 0;
+  Dtype dtype = Dtype::f32;
+
+  std::size_t bytes() const { return count * size_of(dtype); }
+  operator ConstElementSpan() const { return {data, count, dtype}; }
+  template <Element T>
+  static ElementSpan of(std::span<T> values) {
+    return {values.data(), values.size(), dtype_of<T>};
+  }
+};
+
+// Message tags: user code may use 0..kMaxTag.
+using Tag = std::uint32_t;
+inline constexpr Tag kMaxTag = (Tag{1} << 24) - 1;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+  // "singleton", "tcp", "mpi" or "verbs".
+  std::string_view backend() const { return backend_; }
+  // The deadline of every blocking operation.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  // Sends `payload` (any length, including 0) to rank `to`.
+  void send_bytes(int to, Tag tag, std::span<const std::byte> payload);
+  // Receives the oldest message from rank `from` with `tag`, waiting up to timeout().
+  std::vector<std::byte> recv_bytes(int from, Tag tag);
+
+  // Reduces `data` elementwise across ranks, in place. 16-bit floats are
+  // accumulated in float; bool reduces as logical or (sum, max) / and (prod, min).
+  void all_reduce(ElementSpan data, ReduceOp op);
+  void all_sum(ElementSpan data) { all_reduce(data, ReduceOp::sum); }
+  // Concatenates every rank's `input` in rank order into `output`, which
+  // holds world_size() * input.count elements of the same dtype.
+  void all_gather(ConstElementSpan input, ElementSpan output);
+  // Returns once every rank has entered the barrier.
+  void barrier();
+
+  // Typed forms; any std::span extent works (std::span(vector), std::span(array)).
+  template <Element T, std::size_t N>
+  void all_reduce(std::span<T, N> data, ReduceOp op) {
+    all_reduce(ElementSpan::of(std::span<T>(data)), op);
+  }
+  template <Element T, std::size_t N>
+  void all_sum(std::span<T, N> data) {
+    all_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void all_gather(std::span<const T, N> input, std::span<T, M> output) {
+    all_gather(ConstElementSpan::of(std::span<const T>(input)),
+               ElementSpan::of(std::span<T>(output)));
+  }
+
+  // An ErrorSite naming this rank, for backends and algorithms building errors.
+  ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
+
+ protected:
+  Transport(int rank, int world_size, std::string backend, std::chrono::milliseconds timeout);
+
+  virtual void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) = 0;
+  virtual std::vector<std::byte> do_recv_bytes(int from, Tag tag) = 0;
+  // Only called with world_size() > 1 and validated arguments.
+  virtual void do_all_reduce(ElementSpan data, ReduceOp op) = 0;
+  virtual void do_all_gather(ConstElementSpan input, ElementSpan output) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  void check_peer(int peer, std::string_view operation) const;
+  void check_tag(Tag tag, std::string_view operation) const;
+
+  int rank_;
+  int world_size_;
+  std::string backend_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace rlx
