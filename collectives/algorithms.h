@@ -1,0 +1,50 @@
+// The collective algorithms, written once over Links and used by every
+// backend that has no native collectives of its own (TCP, verbs).
+//
+// Every rank calls the same function with the same CollectiveCall (kind, op,
+// dtype, count, sequence); Links verifies that agreement on every step. Each
+// algorithm leaves bit-identical results on every rank.
+#pragma once
+
+#include "collectives/links.h"
+
+namespace rlx {
+
+// In place. Chooses recursive doubling for small buffers and the ring for large.
+void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data);
+
+// Bandwidth-optimal: reduce-scatter then all-gather around both directions of
+// the ring, over every lane, each step's receive reduced as it streams in.
+// Moves 2 (n-1)/n of the buffer per rank.
+void all_reduce_ring(Links& links, const CollectiveCall& call, ElementSpan data);
+
+// Latency-optimal: log2(n) exchanges of the whole buffer with partners at
+// doubling distances; ranks beyond the largest power of two fold into it first.
+void all_reduce_recursive_doubling(Links& links, const CollectiveCall& call, ElementSpan data);
+
+// Concatenates every rank's `input` (call.count elements) in rank order into
+// `output` (n x call.count). Chooses direct exchange for small blocks, the
+// bidirectional ring for large.
+void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                ElementSpan output);
+void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                     ElementSpan output);
+void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                       ElementSpan output);
+
+// `data` holds n blocks of call.count elements; afterwards block `rank` holds
+// the reduction of every rank's block `rank` (the other blocks are scratch).
+void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data);
+
+// Copies `data` of rank call.root to every rank (binomial tree).
+void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
+
+// Dissemination barrier: ceil(log2 n) rounds, no rank leaves before all entered.
+void barrier_dissemination(Links& links, const CollectiveCall& call);
+
+// Below this many bytes all_reduce uses recursive doubling.
+std::size_t all_reduce_ring_threshold(int world_size);
+// Below this many bytes per rank all_gather exchanges directly.
+std::size_t all_gather_ring_threshold(int world_size);
+
+}  // namespace rlx

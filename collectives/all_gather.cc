@@ -1,0 +1,60 @@
+#include <cstring>
+
+#include "collectives/algorithms.h"
+#include "collectives/ring.h"
+
+namespace rlx {
+namespace {
+
+// Copies this rank's contribution into its block of the output.
+void place_own_block(ConstElementSpan input, ElementSpan output, int rank) {
+  auto* own = static_cast<std::byte*>(output.data) + static_cast<std::size_t>(rank) * input.bytes();
+  if (input.bytes() > 0 && own != input.data) std::memmove(own, input.data, input.bytes());
+}
+
+}  // namespace
+
+void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                     ElementSpan output) {
+  place_own_block(input, output, links.rank());
+  const ring::SubRings subs = ring::plan(links);
+  // Sub-ring s carries part s of every rank's block.
+  auto locate = [&](int s, int block_rank) {
+    const ElementRange part = split_range(input.count, static_cast<std::size_t>(subs.count),
+                                          static_cast<std::size_t>(s));
+    return bytes_of(output, static_cast<std::size_t>(block_rank) * input.count, part);
+  };
+  // Position u starts with the block of the rank standing there in its direction.
+  auto rank_at = [&](int s, long long position) {
+    return subs.rings[static_cast<std::size_t>(s)].view.rank_at(position);
+  };
+  ring::all_gather(links, call, subs, locate, rank_at, 0);
+}
+
+void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                       ElementSpan output) {
+  const int n = links.world_size(), rank = links.rank();
+  place_own_block(input, output, rank);
+  const auto own = std::span(static_cast<const std::byte*>(input.data), input.bytes());
+  Step step;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == rank) continue;
+    step.send(peer, 0, own);
+    step.recv(peer, 0, bytes_of(output, static_cast<std::size_t>(peer) * input.count,
+                                {0, input.count}),
+              false);
+  }
+  step.run(links, call, 0);
+}
+
+void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                ElementSpan output) {
+  if (input.bytes() < all_gather_ring_threshold(links.world_size()) &&
+      static_cast<std::size_t>(links.world_size()) <= Step::kCapacity) {
+    all_gather_direct(links, call, input, output);
+  } else {
+    all_gather_ring(links, call, input, output);
+  }
+}
+
+}  // namespace rlx

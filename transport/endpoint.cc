@@ -1,0 +1,91 @@
+#include "transport/endpoint.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <charconv>
+#include <memory>
+#include <set>
+
+#include "transport/errors.h"
+
+namespace rlx {
+namespace {
+
+[[noreturn]] void bad_endpoint(std::string_view text, std::string_view what,
+                               std::string_view why) {
+  throw CollectiveError(ErrorKind::invalid_argument, {.operation = "parse " + std::string(what)},
+                        "'" + std::string(text) + "' " + std::string(why),
+                        "write host:port, [ipv6]:port or name:port, with a port from 1 to 65535");
+}
+
+}  // namespace
+
+std::string HostPort::to_string() const {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+HostPort parse_host_port(std::string_view text, std::string_view what) {
+  std::string_view host, port_text;
+  if (text.starts_with("[")) {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      bad_endpoint(text, what, "has an unterminated [ipv6] address or no :port after it");
+    }
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) bad_endpoint(text, what, "has no :port");
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) {
+      bad_endpoint(text, what, "looks like an IPv6 address without [brackets]");
+    }
+  }
+  if (host.empty()) bad_endpoint(text, what, "has an empty host");
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 ||
+      port > 65535) {
+    bad_endpoint(text, what, "has an invalid port");
+  }
+  return {std::string(host), static_cast<std::uint16_t>(port)};
+}
+
+std::string interface_address(std::string_view ifname, bool prefer_ipv6) {
+  ifaddrs* raw = nullptr;
+  if (getifaddrs(&raw) != 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "find interface"},
+                          "getifaddrs failed");
+  }
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, freeifaddrs);
+  std::string v4, v6;
+  std::set<std::string> names;
+  for (ifaddrs* a = raw; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    names.insert(a->ifa_name);
+    if (ifname != a->ifa_name) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET && v4.empty()) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      v4 = inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    } else if (a->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
+      const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+      if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) continue;  // needs a scope id: skip
+      v6 = inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    }
+  }
+  if (prefer_ipv6 ? !v6.empty() : v4.empty() && !v6.empty()) return v6;
+  if (!v4.empty()) return v4;
+  std::string known;
+  for (const auto& name : names) known += (known.empty() ? "" : ", ") + name;
+  throw CollectiveError(ErrorKind::invalid_argument, {.operation = "find interface"},
+                        "interface '" + std::string(ifname) + "' has no usable address",
+                        "RLX_IFNAME / --ifname must name one of: " + known);
+}
+
+}  // namespace rlx
