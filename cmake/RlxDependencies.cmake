@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 find_package(Boost 1.74 REQUIRED)  # Asio is header-only
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)
+find_package(nlohmann_json 3.11 REQUIRED)  # static JSON hostfiles
 pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET GLOBAL openblas)
 
 # Resolves an ON/OFF/AUTO option into ${out}: TRUE when the backend is built.

@@ -2,7 +2,8 @@
 # and a CMake package so a user project can find_package(rlx) and link rlx::rlx.
 include(CMakePackageConfigHelpers)
 
-foreach(dir core transport transport/singleton transport/tcp transport/mpi transport/verbs
+foreach(dir core transport transport/singleton transport/rendezvous transport/tcp transport/mpi
+            transport/verbs
             collectives rlx)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/${dir})

@@ -22,6 +22,7 @@
 #include "launcher/local_process.h"
 #include "launcher/output.h"
 #include "transport/launch_env.h"
+#include "transport/rendezvous/server.h"
 
 extern char** environ;
 
@@ -58,7 +59,8 @@ bool is_rlx_variable(std::string_view entry) {
 // The launcher's environment without any RLX_ settings of an enclosing job,
 // then this rank's, then the user's --env (which win).
 std::vector<std::string> rank_environment(const Options& options, int rank,
-                                          const std::string& token) {
+                                          const std::string& token,
+                                          const std::string& coordinator) {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     if (!is_rlx_variable(*entry)) env.emplace_back(*entry);
@@ -72,6 +74,7 @@ std::vector<std::string> rank_environment(const Options& options, int rank,
   set(launch_env::kLocalSize, std::to_string(options.num_ranks));
   set(launch_env::kBackend, options.backend);
   set(launch_env::kJobToken, token);
+  set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
   for (const auto& [name, value] : options.env) {
     std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
@@ -129,6 +132,7 @@ class Job {
   bool output_open() const;
 
   const Options& options_;
+  std::unique_ptr<rendezvous::Server> rendezvous_;
   std::vector<RankState> ranks_;
   int signal_fd_ = -1;
   int exit_code_ = 0;
@@ -160,14 +164,19 @@ int Job::run() {
 
 void Job::start_ranks() {
   const std::string token = fresh_job_token();
+  // rlxrun hosts the rendezvous: it knows its own address, so there is no
+  // port to guess, and it can name ranks that never arrive.
+  rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token, "127.0.0.1");
+  const std::string coordinator = rendezvous_->address().to_string();
   ranks_.resize(static_cast<std::size_t>(options_.num_ranks));
   for (int r = 0; r < options_.num_ranks; ++r) {
     RankState& state = ranks_[static_cast<std::size_t>(r)];
     state.rank = r;
-    const ChildProcess child = spawn_local({.argv = options_.program,
-                                            .environment = rank_environment(options_, r, token),
-                                            .cwd = options_.cwd,
-                                            .inherit_stdin = r == 0});
+    const ChildProcess child =
+        spawn_local({.argv = options_.program,
+                     .environment = rank_environment(options_, r, token, coordinator),
+                     .cwd = options_.cwd,
+                     .inherit_stdin = r == 0});
     state.pid = child.pid;
     state.running = true;
     state.fds[0] = child.stdout_fd;
@@ -322,7 +331,7 @@ void print_dry_run(const Options& options) {
   for (int r = 0; r < options.num_ranks; ++r) {
     std::string line = "rank " + std::to_string(r) + " on localhost:";
     if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
-    for (const auto& entry : rank_environment(options, r, "<secret>")) {
+    for (const auto& entry : rank_environment(options, r, "<secret>", "<rlxrun's address>")) {
       if (is_rlx_variable(entry)) line += " " + entry;
     }
     for (const auto& arg : options.program) line += " " + arg;

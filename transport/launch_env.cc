@@ -101,6 +101,9 @@ LaunchEnv parse(const Lookup& lookup) {
                              "a number of bytes from 0 to 2^50")) {
     env.unexpected_bytes_cap = static_cast<std::size_t>(*cap);
   }
+  if (auto lanes = get_int(lookup, kTcpLanes, 1, 8, "a whole number of streams from 1 to 8")) {
+    env.tcp_lanes = *lanes;
+  }
   return env;
 }
 

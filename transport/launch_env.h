@@ -27,6 +27,7 @@ inline constexpr const char* kIfname = "RLX_IFNAME";      // network interface t
 inline constexpr const char* kTimeout = "RLX_TIMEOUT_S";  // deadline of every operation (s)
 inline constexpr const char* kConnectTimeout = "RLX_CONNECT_TIMEOUT_S";  // rendezvous deadline
 inline constexpr const char* kUnexpectedCap = "RLX_UNEXPECTED_BYTES";    // early-message memory cap
+inline constexpr const char* kTcpLanes = "RLX_TCP_LANES";  // TCP streams per pair for collectives
 // Set by Open MPI's mpirun.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
@@ -34,6 +35,7 @@ inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
 inline constexpr std::size_t kDefaultUnexpectedCap = std::size_t{1} << 30;
+inline constexpr int kDefaultTcpLanes = 2;
 
 // Everything init needs to know, parsed and validated.
 struct LaunchEnv {
@@ -49,6 +51,7 @@ struct LaunchEnv {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
   std::size_t unexpected_bytes_cap = kDefaultUnexpectedCap;
+  int tcp_lanes = kDefaultTcpLanes;
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;
 

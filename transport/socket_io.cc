@@ -1,5 +1,12 @@
 #include "transport/socket_io.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -9,13 +16,6 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <memory>
-#include <thread>
-#include <vector>
 
 namespace rlx {
 namespace {
@@ -63,14 +63,18 @@ void send_all(int fd, std::span<const std::span<const std::byte>> parts, Deadlin
   }
   std::size_t first = 0;
   while (first < count) {
-    const ssize_t n = ::writev(fd, iov + first, static_cast<int>(count - first));
+    msghdr message{};
+    message.msg_iov = iov + first;
+    message.msg_iovlen = count - first;
+    // MSG_NOSIGNAL: a vanished peer is an error to report, not a SIGPIPE that kills us.
+    const ssize_t n = ::sendmsg(fd, &message, MSG_NOSIGNAL);
     if (n < 0 && transient(errno)) {
       wait_ready(fd, POLLOUT, deadline, wake_fd);
       continue;
     }
     if (n < 0) {
-      const auto kind = (errno == EPIPE || errno == ECONNRESET) ? IoError::Kind::closed
-                                                                : IoError::Kind::failed;
+      const auto kind =
+          (errno == EPIPE || errno == ECONNRESET) ? IoError::Kind::closed : IoError::Kind::failed;
       throw IoError(kind, "send: " + errno_text(errno));
     }
     for (auto left = static_cast<std::size_t>(n); left > 0 && first < count;) {
@@ -135,8 +139,8 @@ namespace {
 
 // One non-blocking connect attempt to one address; returns the errno on failure.
 int try_connect(const addrinfo& ai, Deadline deadline, UniqueFd& out) {
-  UniqueFd fd(::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                       ai.ai_protocol));
+  UniqueFd fd(
+      ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai.ai_protocol));
   if (!fd) return errno;
   if (::connect(fd.get(), ai.ai_addr, ai.ai_addrlen) != 0) {
     if (errno != EINPROGRESS) return errno;
@@ -165,8 +169,8 @@ UniqueFd connect_with_retry(const HostPort& target, Deadline deadline) {
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* raw = nullptr;
-    const int rc = ::getaddrinfo(target.host.c_str(), std::to_string(target.port).c_str(), &hints,
-                                 &raw);
+    const int rc =
+        ::getaddrinfo(target.host.c_str(), std::to_string(target.port).c_str(), &hints, &raw);
     if (rc != 0) {
       last_error = std::string("cannot resolve host: ") + gai_strerror(rc);
     } else {
@@ -183,9 +187,9 @@ UniqueFd connect_with_retry(const HostPort& target, Deadline deadline) {
     std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   } while (Clock::now() < deadline);
-  throw IoError(IoError::Kind::timeout,
-                "could not connect to " + target.to_string() + " before the deadline (last error: " +
-                    last_error + ")");
+  throw IoError(IoError::Kind::timeout, "could not connect to " + target.to_string() +
+                                            " before the deadline (last error: " + last_error +
+                                            ")");
 }
 
 }  // namespace rlx

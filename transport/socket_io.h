@@ -56,7 +56,7 @@ class IoError : public std::runtime_error {
 // deadline, woken when `wake_fd` becomes readable first.
 void wait_ready(int fd, short events, Deadline deadline, int wake_fd = -1);
 
-// Writes every byte of every part (writev), waiting as needed.
+// Writes every byte of every part (one sendmsg per attempt), waiting as needed.
 void send_all(int fd, std::span<const std::span<const std::byte>> parts, Deadline deadline,
               int wake_fd = -1);
 void send_all(int fd, std::span<const std::byte> bytes, Deadline deadline, int wake_fd = -1);

@@ -1,0 +1,61 @@
+#include "transport/rendezvous/client.h"
+
+#include "transport/errors.h"
+#include "transport/rendezvous/protocol.h"
+#include "transport/wire.h"
+
+namespace rlx::rendezvous {
+namespace {
+
+std::vector<std::byte> read_message(int fd, Deadline deadline) {
+  std::array<std::byte, 4> length{};
+  recv_exact(fd, length, deadline);
+  const auto size = wire::ByteReader(length).u32();
+  if (size > kMaxMessageBytes) {
+    throw wire::DecodeError("the coordinator announced a " + std::to_string(size) +
+                            "-byte message");
+  }
+  std::vector<std::byte> body(size);
+  recv_exact(fd, body, deadline);
+  return body;
+}
+
+void write_message(int fd, const std::vector<std::byte>& body, Deadline deadline) {
+  wire::ByteWriter w;
+  w.u32(static_cast<std::uint32_t>(body.size()));
+  w.raw(body);
+  send_all(fd, w.bytes(), deadline);
+}
+
+}  // namespace
+
+std::vector<HostPort> exchange_endpoints(int coordinator, const HostPort& coordinator_address,
+                                         std::string_view token, int rank, int world_size,
+                                         const HostPort& self, Deadline deadline) {
+  const ErrorSite site{.rank = rank,
+                       .world_size = world_size,
+                       .operation = "rendezvous with " + coordinator_address.to_string()};
+  try {
+    const auth::Nonce server_nonce = decode_server_hello(read_message(coordinator, deadline));
+    Registration reg{static_cast<std::uint32_t>(world_size), static_cast<std::uint32_t>(rank), self,
+                     auth::fresh_nonce()};
+    write_message(coordinator, encode_register(reg, token, server_nonce), deadline);
+    auto table = decode_table(read_message(coordinator, deadline), token, reg.nonce);
+    if (table.size() != static_cast<std::size_t>(world_size)) {
+      throw wire::DecodeError("the table lists " + std::to_string(table.size()) + " ranks");
+    }
+    return table;
+  } catch (const wire::DecodeError& error) {
+    throw CollectiveError(ErrorKind::protocol_violation, site, error.what(),
+                          "RLX_COORDINATOR must be this job's rlxrun, with the same RLX_JOB_TOKEN");
+  } catch (const IoError& error) {
+    const auto kind =
+        error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
+    throw CollectiveError(kind, site,
+                          std::string("the table of ranks did not arrive: ") + error.what(),
+                          "every rank must start and reach rlx::init within "
+                          "RLX_CONNECT_TIMEOUT_S; the launcher names ranks that never did");
+  }
+}
+
+}  // namespace rlx::rendezvous

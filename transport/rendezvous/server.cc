@@ -1,0 +1,175 @@
+#include "transport/rendezvous/server.h"
+
+#include "transport/asio.h"
+#include "transport/log.h"
+#include "transport/rendezvous/protocol.h"
+#include "transport/wire.h"
+
+namespace rlx::rendezvous {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+// A connection must register within this time, or it is dropped.
+constexpr auto kRegisterWithin = std::chrono::seconds(10);
+
+std::vector<std::byte> framed(std::vector<std::byte> body) {
+  wire::ByteWriter w;
+  w.u32(static_cast<std::uint32_t>(body.size()));
+  w.raw(body);
+  return w.take();
+}
+
+}  // namespace
+
+struct Server::Impl {
+  struct Session : std::enable_shared_from_this<Session> {
+    Session(Impl& owner, tcp::socket s)
+        : impl(owner), socket(std::move(s)), timer(socket.get_executor()) {}
+    Impl& impl;
+    tcp::socket socket;
+    asio::steady_timer timer;
+    auth::Nonce server_nonce = auth::fresh_nonce();
+    auth::Nonce client_nonce{};
+    std::vector<std::byte> out;
+    std::array<std::byte, 4> length{};
+    std::vector<std::byte> body;
+    std::string peer;
+  };
+
+  Impl(Server& server, int world_size, std::string job_token, const std::string& bind_host)
+      : owner(server),
+        token(std::move(job_token)),
+        acceptor(io, tcp::endpoint(asio::ip::make_address(bind_host), 0)),
+        slots(static_cast<std::size_t>(world_size)) {}
+
+  void start() {
+    accept();
+    thread = std::thread([this] { io.run(); });
+  }
+
+  void stop() {
+    asio::post(io, [this] {
+      boost::system::error_code ignored;
+      acceptor.close(ignored);
+      for (auto& slot : slots) {
+        if (slot) slot->socket.close(ignored);
+      }
+    });
+    io.stop();
+    if (thread.joinable()) thread.join();
+  }
+
+  void accept() {
+    acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+      if (ec) return;  // closed
+      auto session = std::make_shared<Session>(*this, std::move(socket));
+      boost::system::error_code ignored;
+      session->peer = session->socket.remote_endpoint(ignored).address().to_string();
+      greet(session);
+      accept();
+    });
+  }
+
+  void reject(const std::shared_ptr<Session>& s, const std::string& why) {
+    log_warning("rendezvous: dropped a connection from " + s->peer + ": " + why);
+    boost::system::error_code ignored;
+    s->timer.cancel();
+    s->socket.close(ignored);
+  }
+
+  void greet(const std::shared_ptr<Session>& s) {
+    s->timer.expires_after(kRegisterWithin);
+    s->timer.async_wait([this, s](boost::system::error_code ec) {
+      if (!ec) reject(s, "no registration within 10 s");
+    });
+    s->out = framed(encode_server_hello(s->server_nonce));
+    asio::async_write(s->socket, asio::buffer(s->out), [this, s](auto ec, std::size_t) {
+      if (ec) return reject(s, "closed before registering");
+      read_registration(s);
+    });
+  }
+
+  void read_registration(const std::shared_ptr<Session>& s) {
+    asio::async_read(s->socket, asio::buffer(s->length), [this, s](auto ec, std::size_t) {
+      if (ec) return reject(s, "closed before registering");
+      const auto size = wire::ByteReader(s->length).u32();
+      if (size > kMaxMessageBytes) {
+        return reject(s, "announced a " + std::to_string(size) + "-byte message");
+      }
+      s->body.resize(size);
+      asio::async_read(s->socket, asio::buffer(s->body), [this, s](auto ec2, std::size_t) {
+        if (ec2) return reject(s, "closed before registering");
+        on_registration(s);
+      });
+    });
+  }
+
+  void on_registration(const std::shared_ptr<Session>& s) {
+    Registration reg;
+    try {
+      reg = decode_register(s->body, token, s->server_nonce);
+    } catch (const wire::DecodeError& error) {
+      return reject(s, error.what());
+    }
+    if (reg.world_size != slots.size()) {
+      return reject(s, "registered for a world of " + std::to_string(reg.world_size) +
+                           " ranks; this job has " + std::to_string(slots.size()));
+    }
+    {
+      std::lock_guard lock(mutex);
+      if (slots[reg.rank])
+        return reject(s, "rank " + std::to_string(reg.rank) + " registered twice");
+      slots[reg.rank] = s;
+      table_entries.resize(slots.size());
+      table_entries[reg.rank] = reg.endpoint;
+    }
+    s->timer.cancel();
+    s->client_nonce = reg.nonce;
+    if (++owner.registered_ == static_cast<int>(slots.size())) send_tables();
+  }
+
+  void send_tables() {
+    for (auto& s : slots) {
+      s->out = framed(encode_table(table_entries, token, s->client_nonce));
+      asio::async_write(s->socket, asio::buffer(s->out), [s](auto, std::size_t) {
+        boost::system::error_code ignored;
+        s->socket.shutdown(tcp::socket::shutdown_send, ignored);
+      });
+    }
+  }
+
+  Server& owner;
+  std::string token;
+  asio::io_context io;
+  tcp::acceptor acceptor;
+  std::thread thread;
+  std::mutex mutex;
+  std::vector<std::shared_ptr<Session>> slots;
+  std::vector<HostPort> table_entries;
+};
+
+Server::Server(int world_size, std::string token, const std::string& bind_host)
+    : world_size_(world_size) {
+  try {
+    impl_ = std::make_unique<Impl>(*this, world_size, std::move(token), bind_host);
+  } catch (const boost::system::system_error& error) {
+    throw std::runtime_error("rendezvous: cannot listen on " + bind_host + ": " + error.what());
+  }
+  address_ = {bind_host, impl_->acceptor.local_endpoint().port()};
+  impl_->start();
+}
+
+Server::~Server() { impl_->stop(); }
+
+std::vector<int> Server::missing() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<int> out;
+  for (std::size_t r = 0; r < impl_->slots.size(); ++r) {
+    if (!impl_->slots[r]) out.push_back(static_cast<int>(r));
+  }
+  return out;
+}
+
+}  // namespace rlx::rendezvous

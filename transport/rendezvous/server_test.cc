@@ -1,0 +1,60 @@
+#include "transport/rendezvous/server.h"
+
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "transport/errors.h"
+#include "transport/rendezvous/client.h"
+
+namespace rlx::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<HostPort> join(const Server& server, const std::string& token, int rank, int n) {
+  UniqueFd fd = connect_with_retry(server.address(), Clock::now() + 10s);
+  return exchange_endpoints(fd.get(), server.address(), token, rank, n,
+                            {"127.0.0.1", static_cast<std::uint16_t>(1000 + rank)},
+                            Clock::now() + 20s);
+}
+
+TEST(RendezvousServer, EveryRankLearnsTheSameTableDespiteStrangers) {
+  Server server(3, "job-token", "127.0.0.1");
+  EXPECT_EQ(server.missing(), (std::vector<int>{0, 1, 2}));
+
+  // A stranger speaking garbage, and a rank with the wrong token: both are
+  // dropped (and logged) while the real ranks complete.
+  UniqueFd stranger = connect_with_retry(server.address(), Clock::now() + 10s);
+  const std::string garbage = "GET / HTTP/1.1\r\n\r\n";
+  send_all(stranger.get(), std::as_bytes(std::span(garbage)), Clock::now() + 5s);
+  EXPECT_THROW(join(server, "wrong-token", 1, 3), CollectiveError);
+
+  std::vector<std::vector<HostPort>> tables(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back(
+        [&, r] { tables[static_cast<std::size_t>(r)] = join(server, "job-token", r, 3); });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_TRUE(server.complete());
+  const std::vector<HostPort> want{{"127.0.0.1", 1000}, {"127.0.0.1", 1001}, {"127.0.0.1", 1002}};
+  for (const auto& table : tables) EXPECT_EQ(table, want);
+}
+
+TEST(RendezvousServer, AClientGivesUpAtItsDeadlineNamingTheCoordinator) {
+  Server server(2, "t", "127.0.0.1");
+  UniqueFd fd = connect_with_retry(server.address(), Clock::now() + 10s);
+  try {
+    exchange_endpoints(fd.get(), server.address(), "t", 0, 2, {"127.0.0.1", 1},
+                       Clock::now() + 300ms);
+    FAIL();
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::timeout);
+    EXPECT_NE(std::string(error.what()).find(server.address().to_string()), std::string::npos);
+  }
+  EXPECT_EQ(server.missing(), (std::vector<int>{1}));
+}
+
+}  // namespace
+}  // namespace rlx::rendezvous

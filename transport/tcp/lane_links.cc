@@ -1,0 +1,267 @@
+#include "transport/tcp/lane_links.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "collectives/reduce.h"
+#include "transport/wire.h"
+
+namespace rlx::tcp {
+namespace {
+
+// Per-connection staging for reducing receives: large enough that one recv()
+// moves a good piece of a chunk, small enough to stay in cache while reduced.
+constexpr std::size_t kStagingBytes = 256 * 1024;
+
+bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || code == EINTR; }
+
+}  // namespace
+
+LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
+                     std::chrono::milliseconds timeout, FailureLatch& latch,
+                     std::function<void(const CollectiveError&)> on_failure)
+    : rank_(rank),
+      world_size_(world_size),
+      num_lanes_(0),
+      lanes_(std::move(lanes)),
+      timeout_(timeout),
+      latch_(latch),
+      on_failure_(std::move(on_failure)) {
+  for (const auto& peer_lanes : lanes_) {
+    num_lanes_ = std::max(num_lanes_, static_cast<int>(peer_lanes.size()));
+  }
+  // Value-initialised, so every page is touched now rather than on the hot path.
+  staging_.resize(static_cast<std::size_t>(world_size_ * num_lanes_) * kStagingBytes);
+  sends_.reserve(64);
+  recvs_.reserve(64);
+  pollfds_.reserve(129);
+}
+
+std::span<std::byte> LaneLinks::scratch(std::size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_;
+}
+
+void LaneLinks::shutdown_send() {
+  for (const auto& peer_lanes : lanes_) {
+    for (const auto& fd : peer_lanes) ::shutdown(fd.get(), SHUT_WR);
+  }
+}
+
+int LaneLinks::lane_fd(int peer, int lane, const CollectiveCall& call) const {
+  if (peer < 0 || peer >= world_size_ || peer == rank_ || lane < 0 ||
+      lane >= static_cast<int>(lanes_[static_cast<std::size_t>(peer)].size())) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument,
+        {.rank = rank_, .world_size = world_size_, .peer = peer, .operation = call.describe()},
+        "the algorithm asked for lane " + std::to_string(lane) + ", which does not exist");
+  }
+  return lanes_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(lane)].get();
+}
+
+std::span<std::byte> LaneLinks::staging_for(int peer, int lane) {
+  const auto index = static_cast<std::size_t>(peer * num_lanes_ + lane);
+  return std::span(staging_).subspan(index * kStagingBytes, kStagingBytes);
+}
+
+void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
+                         std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
+  latch_.rethrow_if_tripped();
+  sends_.clear();
+  recvs_.clear();
+  for (const auto& s : sends) {
+    sends_.push_back({lane_fd(s.peer, s.lane, call), s.peer,
+                      encode(collective_header(call, step, s.bytes.size())), s.bytes, 0});
+  }
+  for (const auto& r : recvs) {
+    recvs_.push_back({lane_fd(r.peer, r.lane, call),
+                      r.peer,
+                      r.into,
+                      r.reduce,
+                      staging_for(r.peer, r.lane),
+                      {},
+                      0,
+                      0,
+                      0});
+  }
+  run(call, step);
+}
+
+void LaneLinks::run(const CollectiveCall& call, std::uint32_t step) {
+  const Deadline deadline = Clock::now() + timeout_;
+  for (;;) {
+    bool done = true;
+    for (auto& s : sends_) done = progress_send(s) && done;
+    for (auto& r : recvs_) done = progress_recv(r, call, step) && done;
+    if (done) return;
+    wait_for_sockets(call, step, deadline);
+  }
+}
+
+bool LaneLinks::progress_send(SendState& s) {
+  const std::size_t total = kFrameHeaderBytes + s.payload.size();
+  while (s.sent < total) {
+    iovec iov[2];
+    int count = 0;
+    if (s.sent < kFrameHeaderBytes) {
+      iov[count++] = {s.header.data() + s.sent, kFrameHeaderBytes - s.sent};
+    }
+    const std::size_t payload_done = s.sent > kFrameHeaderBytes ? s.sent - kFrameHeaderBytes : 0;
+    if (payload_done < s.payload.size()) {
+      iov[count++] = {const_cast<std::byte*>(s.payload.data()) + payload_done,
+                      s.payload.size() - payload_done};
+    }
+    msghdr message{};
+    message.msg_iov = iov;
+    message.msg_iovlen = static_cast<std::size_t>(count);
+    const ssize_t n = ::sendmsg(s.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0 && would_block(errno)) return false;
+    if (n < 0) return false;  // reported by poll()/recv() as the peer's loss, with context
+    s.sent += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool LaneLinks::progress_recv(RecvState& r, const CollectiveCall& call, std::uint32_t step) {
+  auto receive = [&](std::byte* into, std::size_t size) -> std::size_t {
+    const ssize_t n = ::recv(r.fd, into, size, MSG_DONTWAIT);
+    if (n > 0) return static_cast<std::size_t>(n);
+    if (n < 0 && would_block(errno)) return 0;
+    fail(ErrorKind::peer_lost, call, r.peer,
+         "rank " + std::to_string(r.peer) + " closed the connection during step " +
+             std::to_string(step) + (n < 0 ? std::string(" (") + std::strerror(errno) + ")" : ""),
+         "rank " + std::to_string(r.peer) + "'s own output says why it stopped");
+  };
+  while (r.header_got < kFrameHeaderBytes) {
+    const std::size_t n = receive(r.header.data() + r.header_got, kFrameHeaderBytes - r.header_got);
+    if (n == 0) return false;
+    r.header_got += n;
+    if (r.header_got == kFrameHeaderBytes) check_header(r, call, step);
+  }
+  while (r.got + r.carry < r.into.size()) {
+    const std::size_t left = r.into.size() - r.got - r.carry;
+    if (!r.reduce) {
+      const std::size_t n = receive(r.into.data() + r.got, left);
+      if (n == 0) return false;
+      r.got += n;
+    } else {
+      const std::size_t n =
+          receive(r.staging.data() + r.carry, std::min(r.staging.size() - r.carry, left));
+      if (n == 0) return false;
+      absorb(r, n, call);
+    }
+  }
+  return true;
+}
+
+bool LaneLinks::absorb(RecvState& r, std::size_t n, const CollectiveCall& call) {
+  const std::size_t element = size_of(call.dtype);
+  const std::size_t available = r.carry + n;
+  const std::size_t elements = available / element;
+  if (elements > 0) {
+    reduce_into({r.into.data() + r.got, elements, call.dtype},
+                {r.staging.data(), elements, call.dtype}, call.op);
+    r.got += elements * element;
+  }
+  r.carry = available - elements * element;
+  if (r.carry > 0) std::memmove(r.staging.data(), r.staging.data() + elements * element, r.carry);
+  return true;
+}
+
+void LaneLinks::check_header(const RecvState& r, const CollectiveCall& call, std::uint32_t step) {
+  FrameHeader h;
+  try {
+    h = decode(r.header);
+  } catch (const wire::DecodeError& error) {
+    fail(ErrorKind::protocol_violation, call, r.peer, error.what());
+  }
+  if (h.kind != FrameKind::collective) {
+    fail(ErrorKind::protocol_violation, call, r.peer, "a non-collective frame on a lane");
+  }
+  const CollectiveCall theirs = call_of(h);
+  const bool same_step = h.tag == step && h.length == r.into.size();
+  if (!(theirs == call) || !same_step) {
+    fail(ErrorKind::mismatch, call, r.peer,
+         "this rank called " + call.describe() + " but rank " + std::to_string(r.peer) +
+             " called " + theirs.describe() +
+             (theirs == call ? " (step " + std::to_string(h.tag) + " of " + format_bytes(h.length) +
+                                   ", expected step " + std::to_string(step) + " of " +
+                                   format_bytes(r.into.size()) + ")"
+                             : ""),
+         "every rank must call the same collectives in the same order with the same sizes");
+  }
+}
+
+void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
+                                 Deadline deadline) {
+  pollfds_.clear();
+  auto want = [&](int fd, short events) {
+    for (auto& p : pollfds_) {
+      if (p.fd == fd) {
+        p.events = static_cast<short>(p.events | events);
+        return;
+      }
+    }
+    pollfds_.push_back({fd, events, 0});
+  };
+  for (const auto& s : sends_) {
+    if (s.sent < kFrameHeaderBytes + s.payload.size()) want(s.fd, POLLOUT);
+  }
+  for (const auto& r : recvs_) {
+    if (r.header_got < kFrameHeaderBytes || r.got + r.carry < r.into.size()) want(r.fd, POLLIN);
+  }
+  pollfds_.push_back({latch_.wake_fd(), POLLIN, 0});
+  const int n = ::poll(pollfds_.data(), pollfds_.size(), ms_until(deadline));
+  latch_.rethrow_if_tripped();
+  if (n > 0 || (n < 0 && errno == EINTR)) {
+    for (const auto& p : pollfds_) {
+      if ((p.revents & (POLLERR | POLLHUP)) != 0 && (p.events & POLLIN) == 0) {
+        // A send whose peer is gone: no receive will report it, so report it here.
+        for (const auto& s : sends_) {
+          if (s.fd == p.fd) {
+            fail(ErrorKind::peer_lost, call, s.peer,
+                 "rank " + std::to_string(s.peer) + " closed the connection during step " +
+                     std::to_string(step));
+          }
+        }
+      }
+    }
+    return;
+  }
+  if (Clock::now() < deadline) return;
+  std::string pending;
+  for (const auto& r : recvs_) {
+    if (r.got + r.carry < r.into.size() || r.header_got < kFrameHeaderBytes) {
+      pending += (pending.empty() ? "" : "; ") + std::string("waiting for rank ") +
+                 std::to_string(r.peer) + " (" + format_bytes(r.got + r.carry) + " of " +
+                 format_bytes(r.into.size()) + " received)";
+    }
+  }
+  for (const auto& s : sends_) {
+    if (s.sent < kFrameHeaderBytes + s.payload.size()) {
+      pending +=
+          (pending.empty() ? "" : "; ") + std::string("sending to rank ") + std::to_string(s.peer);
+    }
+  }
+  fail(ErrorKind::timeout, call, -1,
+       "step " + std::to_string(step) + " did not complete within " +
+           std::to_string(timeout_.count()) + " ms: " + pending,
+       "a rank that never reached this collective, or a network that stopped delivering "
+       "(RLX_TIMEOUT_S sets the deadline)");
+}
+
+void LaneLinks::fail(ErrorKind kind, const CollectiveCall& call, int peer,
+                     const std::string& detail, const std::string& hint) {
+  CollectiveError error(
+      kind, {.rank = rank_, .world_size = world_size_, .peer = peer, .operation = call.describe()},
+      detail, hint);
+  if (on_failure_) on_failure_(error);
+  throw error;
+}
+
+}  // namespace rlx::tcp

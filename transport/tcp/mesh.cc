@@ -1,0 +1,260 @@
+#include "transport/tcp/mesh.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "transport/asio.h"
+#include "transport/errors.h"
+#include "transport/log.h"
+#include "transport/tcp/handshake.h"
+#include "transport/wire.h"
+
+namespace rlx::tcp {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+// A connection must finish its handshake within this time.
+constexpr auto kHandshakeWithin = std::chrono::seconds(10);
+
+}  // namespace
+
+struct Listener::Impl : std::enable_shared_from_this<Impl> {
+  struct Session {
+    explicit Session(tcp::socket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+    tcp::socket socket;
+    asio::steady_timer timer;
+    std::array<std::byte, kHelloBytes> hello_bytes{};
+    Hello hello;
+    auth::Nonce nonce = auth::fresh_nonce();
+    std::array<std::byte, kChallengeBytes> challenge{};
+    std::array<std::byte, kResponseBytes> response{};
+    std::array<std::byte, kWelcomeBytes> welcome = encode_welcome();
+    std::string peer;
+  };
+  using SessionPtr = std::shared_ptr<Session>;
+
+  Impl(asio::io_context& io, MeshSpec mesh_spec)
+      : acceptor(io),
+        spec(std::move(mesh_spec)),
+        arrived(static_cast<std::size_t>(spec.world_size)) {
+    for (auto& connections : arrived) connections.resize(static_cast<std::size_t>(spec.lanes) + 1);
+  }
+
+  void accept() {
+    acceptor.async_accept(
+        [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
+          if (ec) return;  // the acceptor closed
+          auto session = std::make_shared<Session>(std::move(socket));
+          boost::system::error_code ignored;
+          const auto remote = session->socket.remote_endpoint(ignored);
+          session->peer = remote.address().to_string() + ":" + std::to_string(remote.port());
+          self->start_handshake(session);
+          self->accept();
+        });
+  }
+
+  void drop(const SessionPtr& s, const std::string& why) {
+    log_warning("rank " + std::to_string(spec.rank) + ": refused a connection from " + s->peer +
+                ": " + why);
+    boost::system::error_code ignored;
+    s->timer.cancel();
+    s->socket.close(ignored);
+  }
+
+  void start_handshake(const SessionPtr& s) {
+    s->timer.expires_after(kHandshakeWithin);
+    s->timer.async_wait([self = shared_from_this(), s](boost::system::error_code ec) {
+      if (!ec) self->drop(s, "no handshake within 10 s");
+    });
+    asio::async_read(s->socket, asio::buffer(s->hello_bytes),
+                     [self = shared_from_this(), s](auto ec, std::size_t) {
+                       if (ec) return self->drop(s, "closed during the handshake");
+                       self->on_hello(s);
+                     });
+  }
+
+  // Why this hello cannot be accepted, or empty.
+  std::string check_hello(const Hello& h) {
+    if (h.world_size != static_cast<std::uint32_t>(spec.world_size)) {
+      return "it belongs to a world of " + std::to_string(h.world_size) + " ranks";
+    }
+    if (h.to_rank != static_cast<std::uint32_t>(spec.rank)) {
+      return "it asked for rank " + std::to_string(h.to_rank);
+    }
+    if (h.from_rank <= static_cast<std::uint32_t>(spec.rank) ||
+        h.from_rank >= static_cast<std::uint32_t>(spec.world_size) ||
+        h.connection > static_cast<std::uint32_t>(spec.lanes)) {
+      return "no connection " + std::to_string(h.connection) + " from rank " +
+             std::to_string(h.from_rank) + " is expected";
+    }
+    return {};
+  }
+
+  void on_hello(const SessionPtr& s) {
+    try {
+      s->hello = decode_hello(s->hello_bytes);
+    } catch (const wire::DecodeError& error) {
+      return drop(s, error.what());
+    }
+    if (auto why = check_hello(s->hello); !why.empty()) return drop(s, why);
+    s->challenge = encode_challenge({s->nonce, acceptor_mac(spec.token, s->hello_bytes, s->nonce)});
+    asio::async_write(s->socket, asio::buffer(s->challenge),
+                      [self = shared_from_this(), s](auto ec, std::size_t) {
+                        if (ec) return self->drop(s, "closed during the handshake");
+                        self->read_response(s);
+                      });
+  }
+
+  void read_response(const SessionPtr& s) {
+    asio::async_read(s->socket, asio::buffer(s->response),
+                     [self = shared_from_this(), s](auto ec, std::size_t) {
+                       if (ec) return self->drop(s, "closed during the handshake");
+                       self->on_response(s);
+                     });
+  }
+
+  void on_response(const SessionPtr& s) {
+    if (!auth::equal(connector_mac(spec.token, s->hello_bytes, s->nonce), s->response)) {
+      return drop(s, "wrong job token");
+    }
+    {
+      std::lock_guard lock(mutex);
+      auto& slot = arrived[s->hello.from_rank][s->hello.connection];
+      if (slot || closed) {
+        return drop(s, "duplicate connection " + std::to_string(s->hello.connection) +
+                           " from rank " + std::to_string(s->hello.from_rank));
+      }
+    }
+    asio::async_write(s->socket, asio::buffer(s->welcome),
+                      [self = shared_from_this(), s](auto ec, std::size_t) {
+                        if (ec) return self->drop(s, "closed during the handshake");
+                        self->deliver(s);
+                      });
+  }
+
+  void deliver(const SessionPtr& s) {
+    s->timer.cancel();
+    boost::system::error_code ec;
+    UniqueFd fd(s->socket.release(ec));
+    if (ec) return;
+    configure_stream(fd.get());
+    {
+      std::lock_guard lock(mutex);
+      auto& slot = arrived[s->hello.from_rank][s->hello.connection];
+      if (closed || slot) {
+        log_warning("rank " + std::to_string(spec.rank) + ": refused a connection from " + s->peer +
+                    ": it arrived after the mesh was complete");
+        return;
+      }
+      slot = std::move(fd);
+    }
+    changed.notify_all();
+  }
+
+  std::string missing_description() {
+    std::string missing;
+    for (int peer = spec.rank + 1; peer < spec.world_size; ++peer) {
+      for (int c = 0; c <= spec.lanes; ++c) {
+        if (!arrived[static_cast<std::size_t>(peer)][static_cast<std::size_t>(c)]) {
+          missing += (missing.empty() ? "" : ", ") + std::to_string(peer);
+          break;
+        }
+      }
+    }
+    return missing;
+  }
+
+  bool complete() { return missing_description().empty(); }
+
+  tcp::acceptor acceptor;
+  MeshSpec spec;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::vector<UniqueFd>> arrived;
+  bool closed = false;
+};
+
+Listener::Listener(asio::io_context& io, const std::string& bind_host, std::uint16_t port,
+                   MeshSpec spec)
+    : impl_(std::make_shared<Impl>(io, std::move(spec))) {
+  try {
+    const tcp::endpoint endpoint(asio::ip::make_address(bind_host), port);
+    impl_->acceptor.open(endpoint.protocol());
+    impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
+    impl_->acceptor.bind(endpoint);
+    impl_->acceptor.listen(asio::socket_base::max_listen_connections);
+  } catch (const boost::system::system_error& error) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument,
+        {.rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "listen"},
+        "cannot listen on " + HostPort{bind_host, port}.to_string() + ": " + error.code().message(),
+        "the address must belong to this host and the port must be free");
+  }
+  asio::post(io, [impl = impl_] { impl->accept(); });
+}
+
+Listener::~Listener() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->closed = true;
+}
+
+std::uint16_t Listener::port() const { return impl_->acceptor.local_endpoint().port(); }
+
+std::vector<std::vector<UniqueFd>> Listener::wait_for_peers(Deadline deadline) {
+  std::unique_lock lock(impl_->mutex);
+  if (!impl_->changed.wait_until(lock, deadline, [this] { return impl_->complete(); })) {
+    throw CollectiveError(
+        ErrorKind::timeout,
+        {.rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "connect"},
+        "ranks " + impl_->missing_description() + " never connected before RLX_CONNECT_TIMEOUT_S",
+        "those ranks' own output says why they did not start or connect");
+  }
+  impl_->closed = true;  // later arrivals are duplicates or strangers
+  std::vector<std::vector<UniqueFd>> out(impl_->arrived.size());
+  for (std::size_t peer = 0; peer < out.size(); ++peer) {
+    for (auto& fd : impl_->arrived[peer]) out[peer].push_back(std::move(fd));
+  }
+  return out;
+}
+
+UniqueFd connect_to_peer(const HostPort& address, int peer, int index, const MeshSpec& spec,
+                         Deadline deadline) {
+  const ErrorSite site{.rank = spec.rank,
+                       .world_size = spec.world_size,
+                       .peer = peer,
+                       .operation = "connect to " + address.to_string()};
+  try {
+    UniqueFd fd = connect_with_retry(address, deadline);
+    const Hello hello{static_cast<std::uint32_t>(spec.world_size),
+                      static_cast<std::uint32_t>(spec.rank), static_cast<std::uint32_t>(peer),
+                      static_cast<std::uint32_t>(index), auth::fresh_nonce()};
+    const auto hello_bytes = encode_hello(hello);
+    send_all(fd.get(), hello_bytes, deadline);
+    std::array<std::byte, kChallengeBytes> challenge_bytes;
+    recv_exact(fd.get(), challenge_bytes, deadline);
+    const Challenge challenge = decode_challenge(challenge_bytes);
+    if (!auth::equal(acceptor_mac(spec.token, hello_bytes, challenge.nonce), challenge.mac)) {
+      throw CollectiveError(ErrorKind::protocol_violation, site,
+                            "the peer does not hold this job's token",
+                            "every rank needs the same RLX_JOB_TOKEN (rlxrun sets it)");
+    }
+    send_all(fd.get(), connector_mac(spec.token, hello_bytes, challenge.nonce), deadline);
+    std::array<std::byte, kWelcomeBytes> welcome;
+    recv_exact(fd.get(), welcome, deadline);
+    if (!is_welcome(welcome)) throw wire::DecodeError("no welcome after the handshake");
+    return fd;
+  } catch (const wire::DecodeError& error) {
+    throw CollectiveError(ErrorKind::protocol_violation, site, error.what());
+  } catch (const IoError& error) {
+    const auto kind =
+        error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
+    throw CollectiveError(kind, site, error.what(),
+                          kind == ErrorKind::peer_lost
+                              ? "the peer refused the handshake: its log names the reason"
+                              : "is the peer running, and is its address reachable from here?");
+  }
+}
+
+}  // namespace rlx::tcp

@@ -1,0 +1,160 @@
+#include "transport/tcp/peer_channel.h"
+
+#include <sys/socket.h>
+
+#include "transport/asio.h"
+#include "transport/wire.h"
+
+namespace rlx::tcp {
+namespace asio = boost::asio;
+
+namespace {
+
+// An abort message longer than this is a protocol violation.
+constexpr std::uint64_t kMaxAbortBytes = 64 * 1024;
+
+}  // namespace
+
+struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
+  Reader(asio::io_context& io, int fd, int peer_rank, Mailbox& box, Hooks h,
+         std::atomic<bool>& closed)
+      : stream(io, fd), peer(peer_rank), mailbox(box), hooks(std::move(h)), peer_closed(closed) {}
+
+  void read_header() {
+    asio::async_read(stream, asio::buffer(header),
+                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
+                       if (ec) return self->on_stream_end(ec);
+                       self->on_header();
+                     });
+  }
+
+  void on_header() {
+    FrameHeader h;
+    try {
+      h = decode(header);
+    } catch (const wire::DecodeError& error) {
+      return violation(error.what());
+    }
+    switch (h.kind) {
+      case FrameKind::message:
+        return on_message_header(h);
+      case FrameKind::abort:
+        if (h.length > kMaxAbortBytes) return violation("oversized abort message");
+        return read_payload(h);
+      case FrameKind::close:
+        peer_closed = true;
+        fail_receivers(ErrorKind::peer_lost,
+                       "rank " + std::to_string(peer) + " has shut down its transport");
+        if (hooks.peer_closed) hooks.peer_closed();
+        return;  // nothing may follow a close
+      case FrameKind::collective:
+        return violation("a collective frame arrived on the point-to-point connection");
+    }
+  }
+
+  void on_message_header(const FrameHeader& h) {
+    if (h.tag > kMaxTag) return violation("message tag " + std::to_string(h.tag) + " is too large");
+    if (h.sequence != expected_sequence) {
+      return violation("message " + std::to_string(h.sequence) + " arrived where " +
+                       std::to_string(expected_sequence) + " was due");
+    }
+    ++expected_sequence;
+    if (h.length > mailbox.byte_cap()) {
+      return fail_all(ErrorKind::resource_exhausted,
+                      "rank " + std::to_string(peer) + " sent a " + format_bytes(h.length) +
+                          " message; at most RLX_UNEXPECTED_BYTES = " +
+                          format_bytes(mailbox.byte_cap()) + " can be held");
+    }
+    read_payload(h);
+  }
+
+  void read_payload(const FrameHeader& h) {
+    payload.assign(h.length, std::byte{0});
+    asio::async_read(stream, asio::buffer(payload),
+                     [self = shared_from_this(), h](boost::system::error_code ec, std::size_t) {
+                       if (ec) return self->on_stream_end(ec);
+                       self->on_payload(h);
+                     });
+  }
+
+  void on_payload(const FrameHeader& h) {
+    if (h.kind == FrameKind::abort) {
+      const std::string text(reinterpret_cast<const char*>(payload.data()), payload.size());
+      const auto kind = h.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
+                            ? static_cast<ErrorKind>(h.tag)
+                            : ErrorKind::protocol_violation;
+      hooks.fail(std::make_exception_ptr(
+          CollectiveError(kind, hooks.site("(remote failure)", peer),
+                          "rank " + std::to_string(peer) + " failed: " + text)));
+      return;
+    }
+    if (!mailbox.deliver(peer, h.tag, std::move(payload))) {
+      return fail_all(ErrorKind::resource_exhausted,
+                      "messages received but not yet passed to recv_bytes exceed "
+                      "RLX_UNEXPECTED_BYTES = " +
+                          format_bytes(mailbox.byte_cap()));
+    }
+    read_header();
+  }
+
+  void on_stream_end(const boost::system::error_code& ec) {
+    if (ec == asio::error::operation_aborted || peer_closed) return;
+    fail_all(ErrorKind::peer_lost, "rank " + std::to_string(peer) +
+                                       " closed its connection without shutting down (" +
+                                       ec.message() + "): it exited or crashed");
+  }
+
+  void violation(const std::string& what) {
+    fail_all(ErrorKind::protocol_violation, "from rank " + std::to_string(peer) + ": " + what);
+  }
+
+  void fail_receivers(ErrorKind kind, const std::string& detail) {
+    mailbox.fail(peer, std::make_exception_ptr(
+                           CollectiveError(kind, hooks.site("recv_bytes", peer), detail)));
+  }
+
+  void fail_all(ErrorKind kind, const std::string& detail) {
+    hooks.fail(std::make_exception_ptr(CollectiveError(
+        kind, hooks.site("receive", peer), detail,
+        kind == ErrorKind::peer_lost ? "rank " + std::to_string(peer) + "'s own output says why"
+                                     : "")));
+  }
+
+  asio::posix::stream_descriptor stream;
+  int peer;
+  Mailbox& mailbox;
+  Hooks hooks;
+  std::atomic<bool>& peer_closed;
+  EncodedHeader header{};
+  std::vector<std::byte> payload;
+  std::uint64_t expected_sequence = 0;
+};
+
+PeerChannel::PeerChannel(asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks)
+    : fd_(fd.get()) {
+  reader_ =
+      std::make_shared<Reader>(io, fd.release(), peer, mailbox, std::move(hooks), peer_closed_);
+}
+
+PeerChannel::~PeerChannel() = default;
+
+void PeerChannel::start() {
+  asio::post(reader_->stream.get_executor(), [reader = reader_] { reader->read_header(); });
+}
+
+void PeerChannel::send(FrameHeader header, std::span<const std::byte> payload, Deadline deadline,
+                       int wake_fd) {
+  std::lock_guard lock(send_mutex_);
+  if (header.kind == FrameKind::message) header.sequence = send_sequence_++;
+  header.length = payload.size();
+  const auto encoded = encode(header);
+  const std::span<const std::byte> parts[] = {encoded, payload};
+  send_all(fd_, parts, deadline, wake_fd);
+}
+
+void PeerChannel::shutdown_send() {
+  std::lock_guard lock(send_mutex_);
+  ::shutdown(fd_, SHUT_WR);
+}
+
+}  // namespace rlx::tcp

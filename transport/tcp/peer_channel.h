@@ -1,0 +1,59 @@
+// The point-to-point connection to one peer (connection 0 of the pair).
+//
+// The progress thread reads frames as they arrive, whether or not anyone is
+// receiving: messages go to the Mailbox, an abort or an unexpected end of
+// stream trips the transport's FailureLatch. Callers send on their own thread,
+// one frame at a time under a lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "transport/mailbox.h"
+#include "transport/socket_io.h"
+#include "transport/tcp/frame.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace rlx::tcp {
+
+class PeerChannel {
+ public:
+  // What the channel reports to its transport, on the progress thread.
+  struct Hooks {
+    std::function<void(std::exception_ptr)> fail;  // the transport cannot go on
+    std::function<ErrorSite(std::string_view operation, int peer)> site;
+    std::function<void()> peer_closed;  // a clean close or end of stream
+  };
+
+  PeerChannel(boost::asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks);
+  ~PeerChannel();
+  PeerChannel(const PeerChannel&) = delete;
+  PeerChannel& operator=(const PeerChannel&) = delete;
+
+  // Starts reading on the progress thread.
+  void start();
+  // Sends one frame; message frames get their sequence number here, under the
+  // send lock, so numbers and stream order agree. Throws IoError.
+  void send(FrameHeader header, std::span<const std::byte> payload, Deadline deadline, int wake_fd);
+  // Stops sending: no more frames after this.
+  void shutdown_send();
+  bool peer_has_closed() const { return peer_closed_.load(); }
+
+ private:
+  struct Reader;
+  std::shared_ptr<Reader> reader_;
+  int fd_;
+  std::mutex send_mutex_;
+  std::uint64_t send_sequence_ = 0;  // guarded by send_mutex_
+  std::atomic<bool> peer_closed_{false};
+};
+
+}  // namespace rlx::tcp
