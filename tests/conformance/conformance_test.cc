@@ -1,0 +1,238 @@
+// The conformance suite: the same cases for every transport, run by N real
+// processes (rlxrun -n N for tcp and verbs, mpirun -np N for mpi). Every rank
+// runs every case in the same order and checks its own results against a
+// reference it computes independently, so any rank's failure fails the job.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+Transport& group() {
+  static std::shared_ptr<Transport> instance = init("any", /*strict=*/false);
+  return *instance;
+}
+
+int n() { return group().world_size(); }
+int me() { return group().rank(); }
+int right() { return (me() + 1) % n(); }
+int left() { return (me() + n() - 1) % n(); }
+
+// Rank r's contribution at element i: small integers, exact in every dtype,
+// distinct across ranks and positions.
+std::int64_t value_of(int rank, std::size_t i) {
+  return static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(rank) * 5 + 3) % 5) - 2;
+}
+
+template <class T>
+T as_element(std::int64_t v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return (v & 1) != 0;
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <class T>
+T combine(T a, T b, ReduceOp op) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return (op == ReduceOp::sum || op == ReduceOp::max) ? (a || b) : (a && b);
+  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    return T(combine(static_cast<float>(a), static_cast<float>(b), op));
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    switch (op) {
+      case ReduceOp::sum:
+        return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+      case ReduceOp::prod:
+        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+      case ReduceOp::min:
+        return std::min(a, b);
+      case ReduceOp::max:
+        return std::max(a, b);
+    }
+  } else {
+    switch (op) {
+      case ReduceOp::sum:
+        return a + b;
+      case ReduceOp::prod:
+        return a * b;
+      case ReduceOp::min:
+        return std::min(a, b);
+      case ReduceOp::max:
+        return std::max(a, b);
+    }
+  }
+  return a;
+}
+
+// Sizes that stress the algorithms' edges for this world size.
+std::vector<std::size_t> interesting_counts() {
+  return {0,
+          1,
+          2,
+          3,
+          5,
+          7,
+          13,
+          static_cast<std::size_t>(n() - 1),
+          static_cast<std::size_t>(n()),
+          257,
+          4099,
+          65537,
+          1000003};
+}
+
+class AllReduce : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
+
+TEST_P(AllReduce, MatchesTheReferenceAtEverySize) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : interesting_counts()) {
+      std::unique_ptr<T[]> data(new T[count + 1]);
+      for (std::size_t i = 0; i < count; ++i) data[i] = as_element<T>(value_of(me(), i));
+      group().all_reduce(ElementSpan{data.get(), count, dtype}, op);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i) {
+        T want = as_element<T>(value_of(0, i));
+        for (int r = 1; r < n(); ++r) want = combine(want, as_element<T>(value_of(r, i)), op);
+        if (!(data[i] == want)) ++wrong;
+      }
+      EXPECT_EQ(wrong, 0u) << "count " << count;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
+                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
+                                                              ReduceOp::min, ReduceOp::max)),
+                         [](const auto& test) {
+                           return std::string(name_of(std::get<0>(test.param))) + "_" +
+                                  std::string(name_of(std::get<1>(test.param)));
+                         });
+
+TEST(AllReduceLarge, SixtyFourMebibytesOfFloats) {
+  std::vector<float> data(std::size_t{16} << 20);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(value_of(me(), i));
+  group().all_sum(std::span(data));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < n(); ++r) want += static_cast<float>(value_of(r, i));
+    wrong += data[i] != want;
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
+class AllGather : public ::testing::TestWithParam<Dtype> {};
+
+TEST_P(AllGather, ConcatenatesInRankOrder) {
+  const Dtype dtype = GetParam();
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{100003}}) {
+      const std::size_t total = count * static_cast<std::size_t>(n());
+      std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
+      for (std::size_t i = 0; i < count; ++i) input[i] = as_element<T>(value_of(me(), i));
+      group().all_gather(ConstElementSpan{input.get(), count, dtype},
+                         ElementSpan{output.get(), total, dtype});
+      std::size_t wrong = 0;
+      for (int r = 0; r < n(); ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          wrong +=
+              !(output[static_cast<std::size_t>(r) * count + i] == as_element<T>(value_of(r, i)));
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "count " << count;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGather, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
+  std::vector<std::byte> bytes(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    bytes[i] = static_cast<std::byte>((i * 31 + static_cast<std::size_t>(sender) * 7 + tag) & 0xff);
+  }
+  return bytes;
+}
+
+TEST(SendRecv, NeighbourExchangeOfEverySizeNeverDeadlocks) {
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20,
+                           std::size_t{64} << 20}) {
+    // Everyone sends before anyone receives: send_bytes must not wait.
+    group().send_bytes(right(), 1, pattern(me(), size, 1));
+    EXPECT_EQ(group().recv_bytes(left(), 1), pattern(left(), size, 1)) << size;
+  }
+}
+
+TEST(SendRecv, TagsAreIndependentAndFifoWithinATag) {
+  for (Tag tag : {5u, 9u, 7u}) {
+    for (std::size_t k = 0; k < 3; ++k) {
+      group().send_bytes(right(), tag, pattern(me(), 100 + k, tag));
+    }
+  }
+  for (Tag tag : {7u, 5u, 9u}) {  // a different order than sent
+    for (std::size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(group().recv_bytes(left(), tag), pattern(left(), 100 + k, tag)) << tag;
+    }
+  }
+}
+
+TEST(SendRecv, ToSelfAndToEveryRank) {
+  for (int peer = 0; peer < n(); ++peer) group().send_bytes(peer, 11, pattern(me(), 64, 11));
+  for (int peer = 0; peer < n(); ++peer) {
+    EXPECT_EQ(group().recv_bytes(peer, 11), pattern(peer, 64, 11));
+  }
+}
+
+TEST(Barrier, NoRankLeavesBeforeEveryRankEntered) {
+  using Clock = std::chrono::steady_clock;
+  // Stagger arrivals so that a barrier that let anyone through early would show.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20 * me()));
+  const std::int64_t entered = Clock::now().time_since_epoch().count();
+  group().barrier();
+  const std::int64_t left_at = Clock::now().time_since_epoch().count();
+  std::vector<std::int64_t> entries(static_cast<std::size_t>(n()));
+  group().all_gather(std::span<const std::int64_t>(&entered, 1), std::span(entries));
+  for (std::int64_t e : entries) EXPECT_LE(e, left_at);
+}
+
+TEST(Collectives, InterleaveWithPointToPointTraffic) {
+  for (int round = 0; round < 20; ++round) {
+    group().send_bytes(right(), 3, pattern(me(), static_cast<std::size_t>(round), 3));
+    std::vector<std::int32_t> v(static_cast<std::size_t>(round + 1), me());
+    group().all_sum(std::span(v));
+    EXPECT_EQ(v[0], n() * (n() - 1) / 2);
+    EXPECT_EQ(group().recv_bytes(left(), 3), pattern(left(), static_cast<std::size_t>(round), 3));
+    group().barrier();
+  }
+}
+
+}  // namespace
+}  // namespace rlx
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  try {
+    std::printf("conformance: rank %d of %d over %s\n", rlx::group().rank(),
+                rlx::group().world_size(), std::string(rlx::group().backend()).c_str());
+  } catch (const rlx::Error& error) {
+    std::fprintf(stderr, "conformance: %s\n", error.what());
+    return 1;
+  }
+  return RUN_ALL_TESTS();
+}
