@@ -42,7 +42,8 @@ struct Server::Impl {
       : owner(server),
         token(std::move(job_token)),
         acceptor(io, tcp::endpoint(asio::ip::make_address(bind_host), 0)),
-        slots(static_cast<std::size_t>(world_size)) {}
+        slots(static_cast<std::size_t>(world_size)),
+        table_entries(static_cast<std::size_t>(world_size)) {}
 
   void start() {
     accept();
@@ -122,7 +123,6 @@ struct Server::Impl {
       if (slots[reg.rank])
         return reject(s, "rank " + std::to_string(reg.rank) + " registered twice");
       slots[reg.rank] = s;
-      table_entries.resize(slots.size());
       table_entries[reg.rank] = reg.endpoint;
     }
     s->timer.cancel();
@@ -170,6 +170,15 @@ std::vector<int> Server::missing() const {
     if (!impl_->slots[r]) out.push_back(static_cast<int>(r));
   }
   return out;
+}
+
+}  // namespace rlx::rendezvous
+
+namespace rlx::rendezvous {
+
+std::vector<HostPort> Server::endpoints() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->table_entries;
 }
 
 }  // namespace rlx::rendezvous

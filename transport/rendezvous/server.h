@@ -31,6 +31,8 @@ class Server {
   bool complete() const { return registered() == world_size_; }
   // Ranks that have not registered yet, in order.
   std::vector<int> missing() const;
+  // The endpoints registered so far, by rank (empty host: not yet).
+  std::vector<HostPort> endpoints() const;
 
  private:
   struct Impl;

@@ -18,6 +18,9 @@ namespace {
 // moves a good piece of a chunk, small enough to stay in cache while reduced.
 constexpr std::size_t kStagingBytes = 256 * 1024;
 
+// How long a lost connection waits for the abort that may explain it.
+constexpr std::chrono::milliseconds kRootCauseGrace{250};
+
 bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || code == EINTR; }
 
 }  // namespace
@@ -257,6 +260,14 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
 
 void LaneLinks::fail(ErrorKind kind, const CollectiveCall& call, int peer,
                      const std::string& detail, const std::string& hint) {
+  if (kind == ErrorKind::peer_lost) {
+    // A peer that closes mid-collective has usually failed for a reason it
+    // sent to everyone (an abort on the point-to-point connection). Give the
+    // progress thread a moment to deliver it: the root cause beats the symptom.
+    pollfd wake{latch_.wake_fd(), POLLIN, 0};
+    ::poll(&wake, 1, static_cast<int>(kRootCauseGrace.count()));
+    latch_.rethrow_if_tripped();
+  }
   CollectiveError error(
       kind, {.rank = rank_, .world_size = world_size_, .peer = peer, .operation = call.describe()},
       detail, hint);

@@ -1,0 +1,120 @@
+// What every rank sees when a job goes wrong: each case runs real rank
+// processes (tests/faults/fault_program.cc) over TCP on loopback.
+#include <regex>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/support/job_harness.h"
+#include "transport/socket_io.h"
+#include "transport/tcp/handshake.h"
+
+namespace rlx::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+JobOutcome run_mode(const std::string& mode, int ranks, std::vector<std::string> env = {},
+                    std::function<void(const rendezvous::Server&)> hook = {}) {
+  return run_job({.ranks = ranks,
+                  .argv = {sibling_program("fault_program"), mode},
+                  .env = std::move(env),
+                  .limit = 60s,
+                  .while_running = std::move(hook)});
+}
+
+// Milliseconds from "RESULT ... ms=N", or -1.
+long long reported_ms(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("ms=([0-9]+)")) ? std::stoll(m[1]) : -1;
+}
+
+std::string describe(const JobOutcome& job) {
+  std::string text;
+  for (std::size_t r = 0; r < job.ranks.size(); ++r) {
+    text += "--- rank " + std::to_string(r) + " status " + std::to_string(job.ranks[r].status) +
+            "\n" + job.ranks[r].out + job.ranks[r].err;
+  }
+  return text;
+}
+
+TEST(Faults, MismatchedSizesFailEveryRankWithAMismatchNamingBothCalls) {
+  for (int ranks : {2, 4}) {
+    const JobOutcome job = run_mode("mismatch_size", ranks, {"RLX_TIMEOUT_S=60"});
+    for (const auto& rank : job.ranks) {
+      EXPECT_TRUE(rank.exited_ok()) << describe(job);
+      EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
+    }
+    EXPECT_NE(describe(job).find("1000 x f32"), std::string::npos) << describe(job);
+    EXPECT_NE(describe(job).find("2000 x f32"), std::string::npos) << describe(job);
+  }
+}
+
+TEST(Faults, DifferentCollectivesFailEveryRankWithAMismatch) {
+  const JobOutcome job = run_mode("mismatch_kind", 3, {"RLX_TIMEOUT_S=60"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+  EXPECT_NE(describe(job).find("barrier"), std::string::npos);
+}
+
+TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
+  const JobOutcome job = run_mode("peer_killed", 4, {"RLX_TIMEOUT_S=60"});
+  ASSERT_EQ(job.ranks.size(), 4u);
+  EXPECT_TRUE(job.ranks[3].killed_by(SIGKILL)) << describe(job);
+  for (int r = 0; r < 3; ++r) {
+    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
+    EXPECT_NE(rank.out.find("rank 3"), std::string::npos) << describe(job);
+  }
+}
+
+TEST(Faults, AReceiveNobodyAnswersTimesOutAtTheDeadlineNamingThePeerAndTag) {
+  const JobOutcome job = run_mode("recv_timeout", 2, {"RLX_TIMEOUT_S=1"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+  const auto& out = job.ranks[0].out;
+  EXPECT_GE(reported_ms(out), 900) << out;
+  EXPECT_LT(reported_ms(out), 5000) << out;
+  EXPECT_NE(out.find("recv_bytes (tag 77) with peer rank 1"), std::string::npos) << out;
+}
+
+// Strangers on every port of a running job: garbage, a wrong token, a silent
+// connection, garbage at the rendezvous. The job completes with correct
+// results and each attempt is logged.
+TEST(Faults, StrangersOnTheJobsPortsChangeNothing) {
+  std::vector<UniqueFd> silent;
+  auto attack = [&](const rendezvous::Server& server) {
+    const auto deadline = Clock::now() + 10s;
+    for (const HostPort& endpoint : server.endpoints()) {
+      UniqueFd garbage = connect_with_retry(endpoint, deadline);
+      const std::string junk(1024, '\x7f');
+      send_all(garbage.get(), std::as_bytes(std::span(junk)), deadline);
+
+      UniqueFd impostor = connect_with_retry(endpoint, deadline);
+      send_all(impostor.get(), tcp::encode_hello({3, 2, 0, 1, auth::fresh_nonce()}), deadline);
+      std::array<std::byte, tcp::kChallengeBytes> challenge;
+      try {
+        recv_exact(impostor.get(), challenge, deadline);
+        send_all(impostor.get(), auth::Mac{}, deadline);  // a wrong proof
+      } catch (const IoError&) {
+        // Refused before the challenge is also fine.
+      }
+      silent.push_back(connect_with_retry(endpoint, deadline));
+    }
+    UniqueFd at_rendezvous = connect_with_retry(server.address(), deadline);
+    const std::string hello = "hello?";
+    send_all(at_rendezvous.get(), std::as_bytes(std::span(hello)), deadline);
+  };
+  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30"}, attack);
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+  int refusals = 0;
+  for (const auto& rank : job.ranks) {
+    for (std::size_t at = 0; (at = rank.err.find("refused a connection", at)) != std::string::npos;
+         ++at) {
+      ++refusals;
+    }
+  }
+  EXPECT_GE(refusals, 6) << describe(job);  // garbage and impostor, on each of 3 ranks
+}
+
+}  // namespace
+}  // namespace rlx::testing
