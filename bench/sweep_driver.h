@@ -1,0 +1,128 @@
+// The sweep loop every driver runs, over any communicator with this shape:
+//
+//   int rank(); int size();
+//   void all_sum(float* data, std::size_t count);              // in place
+//   void all_gather(const float* in, float* out, std::size_t count_per_rank);
+//   void barrier();
+//   void send(int peer, const std::byte* data, std::size_t bytes);
+//   void recv(int peer, std::byte* data, std::size_t bytes);
+//   double max(double value);                                  // across ranks
+//
+// Per size: one verified run (#wrong), a warm-up, a probe that sizes the
+// iteration count to the time budget (agreed across ranks), then the timed
+// loop. Reported time is the slowest rank's mean per iteration. Buffers are
+// allocated once, at the largest size, and reused.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "bench/sweep.h"
+
+namespace rlx::bench {
+
+template <class Comm>
+class Sweep {
+  // A driver that only moves bytes (the TCP ceiling) says so with
+  // `static constexpr bool kMovesOnly = true;` and is not verified.
+  static constexpr bool kComputes = !requires { Comm::kMovesOnly; };
+
+ public:
+  Sweep(Comm& comm, const SweepOptions& options) : comm_(comm), o_(options) {}
+
+  void run() {
+    const std::size_t largest = o_.max_bytes / sizeof(float) + 1;
+    data_.assign(largest, 0.0f);
+    out_.assign(largest, 0.0f);
+    if (comm_.rank() == 0) print_header(o_, comm_.size());
+    for (std::size_t size : sweep_sizes(o_)) {
+      if (!applicable(size)) continue;
+      const long long wrong =
+          kComputes ? static_cast<long long>(comm_.max(static_cast<double>(verify(size)))) : -1;
+      for (int i = 0; i < o_.warmup; ++i) once(size);
+      const int iters = iterations_for(o_, comm_.max(time_iterations(size, 1)));
+      const double seconds = comm_.max(time_iterations(size, iters));
+      if (comm_.rank() == 0) print_row(o_, comm_.size(), size, type(), seconds, wrong);
+    }
+  }
+
+ private:
+  bool applicable(std::size_t size) const {
+    const auto n = static_cast<std::size_t>(comm_.size());
+    if (o_.op == Op::all_gather) return size % (n * sizeof(float)) == 0;
+    if (o_.op == Op::sendrecv) return comm_.size() >= 2;
+    return o_.op == Op::barrier || size % sizeof(float) == 0;
+  }
+
+  const char* type() const {
+    return o_.op == Op::all_sum || o_.op == Op::all_gather ? "f32" : "u8";
+  }
+
+  std::size_t per_rank(std::size_t size) const {
+    return size / sizeof(float) / static_cast<std::size_t>(comm_.size());
+  }
+
+  void once(std::size_t size) {
+    switch (o_.op) {
+      case Op::all_sum:
+        return comm_.all_sum(data_.data(), size / sizeof(float));
+      case Op::all_gather:
+        return comm_.all_gather(data_.data(), out_.data(), per_rank(size));
+      case Op::barrier:
+        return comm_.barrier();
+      case Op::sendrecv:
+        return ping_pong(size);
+    }
+  }
+
+  // Ranks 0 and 1 bounce a message; the others wait at the next agreement.
+  void ping_pong(std::size_t size) {
+    auto* bytes = reinterpret_cast<std::byte*>(data_.data());
+    if (comm_.rank() == 0) {
+      comm_.send(1, bytes, size);
+      comm_.recv(1, bytes, size);
+    } else if (comm_.rank() == 1) {
+      comm_.recv(0, bytes, size);
+      comm_.send(0, bytes, size);
+    }
+  }
+
+  std::size_t verify(std::size_t size) {
+    const int n = comm_.size(), r = comm_.rank();
+    std::size_t wrong = 0;
+    if (o_.op == Op::all_sum) {
+      const std::size_t count = size / sizeof(float);
+      std::fill_n(data_.begin(), count, static_cast<float>(r + 1));
+      comm_.all_sum(data_.data(), count);
+      const float want = static_cast<float>(n * (n + 1) / 2);
+      for (std::size_t i = 0; i < count; ++i) wrong += data_[i] != want;
+    } else if (o_.op == Op::all_gather) {
+      const std::size_t count = per_rank(size);
+      std::fill_n(data_.begin(), count, static_cast<float>(r));
+      comm_.all_gather(data_.data(), out_.data(), count);
+      for (std::size_t i = 0; i < count * static_cast<std::size_t>(n); ++i) {
+        wrong += out_[i] != static_cast<float>(i / count);
+      }
+    } else {
+      once(size);
+    }
+    std::fill(data_.begin(), data_.end(), 0.0f);  // zeros: no overflow in the timed loop
+    return wrong;
+  }
+
+  double time_iterations(std::size_t size, int iters) {
+    comm_.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) once(size);
+    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+    // Half a round trip per ping-pong.
+    return elapsed.count() / iters / (o_.op == Op::sendrecv ? 2.0 : 1.0);
+  }
+
+  Comm& comm_;
+  SweepOptions o_;
+  std::vector<float> data_, out_;
+};
+
+}  // namespace rlx::bench
