@@ -33,10 +33,16 @@ std::vector<std::string> environment_for(const JobSpec& spec, int rank,
   }
   env.push_back(std::string(launch_env::kRank) + "=" + std::to_string(rank));
   env.push_back(std::string(launch_env::kWorldSize) + "=" + std::to_string(spec.ranks));
-  env.push_back(std::string(launch_env::kCoordinator) + "=" + coordinator);
+  if (spec.use_coordinator) {
+    env.push_back(std::string(launch_env::kCoordinator) + "=" + coordinator);
+  }
   env.push_back(std::string(launch_env::kJobToken) + "=test-token");
   env.push_back(std::string(launch_env::kBackend) + "=tcp");
-  for (const auto& extra : spec.env) env.push_back(extra);
+  for (const auto& extra : spec.env) {  // the spec's settings win
+    const std::string name = extra.substr(0, extra.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.rfind(name, 0) == 0; });
+    env.push_back(extra);
+  }
   return env;
 }
 
@@ -108,7 +114,7 @@ JobOutcome run_job(const JobSpec& spec) {
   while (!all_finished(ranks) && Clock::now() < deadline) {
     pump(ranks, 20);
     reap(ranks);
-    if (!hook_ran && server.complete()) {
+    if (!hook_ran && (server.complete() || !spec.use_coordinator)) {
       hook_ran = true;
       spec.while_running(server);
     }

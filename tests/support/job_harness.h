@@ -31,6 +31,8 @@ struct JobSpec {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // extra "NAME=VALUE"
   std::chrono::seconds limit{60};
+  // false: no rendezvous (the ranks use RLX_HOSTFILE from `env`).
+  bool use_coordinator = true;
   // Called once every rank has registered, while the job runs.
   std::function<void(const rendezvous::Server&)> while_running;
 };

@@ -1,0 +1,91 @@
+// How ranks find each other, end to end with real processes: a static JSON
+// table with no coordinator (IPv6 and IPv4), and RLX_IFNAME.
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "tests/support/job_harness.h"
+#include "transport/socket_io.h"
+
+namespace rlx::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A port that was free a moment ago (bound, then released).
+std::uint16_t free_port(int family) {
+  UniqueFd fd(::socket(family, SOCK_STREAM, 0));
+  sockaddr_storage addr{};
+  socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  addr.ss_family = static_cast<sa_family_t>(family);
+  ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len);
+  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+  return ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                  : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+std::string write_table(const std::string& host, int family, int ranks) {
+  const std::string path = ::testing::TempDir() + "/rlx_hosts_" + std::to_string(family) + ".json";
+  std::ofstream file(path);
+  file << "[";
+  for (int r = 0; r < ranks; ++r) {
+    file << (r ? ", " : "") << "\"" << host << ":" << free_port(family) << "\"";
+  }
+  file << "]\n";
+  return path;
+}
+
+void expect_job_ok(const JobOutcome& job, int ranks, const std::string& backend_line) {
+  ASSERT_EQ(job.ranks.size(), static_cast<std::size_t>(ranks));
+  for (const auto& rank : job.ranks) {
+    EXPECT_TRUE(rank.exited_ok()) << rank.out << rank.err;
+    EXPECT_NE(rank.out.find(backend_line), std::string::npos) << rank.out << rank.err;
+    EXPECT_NE(rank.out.find("0 wrong"), std::string::npos) << rank.out;
+  }
+}
+
+TEST(TcpSetup, StaticTableOverIpv6WithoutACoordinator) {
+  const std::string table = write_table("[::1]", AF_INET6, 3);
+  expect_job_ok(run_job({.ranks = 3,
+                         .argv = {sibling_program("../../examples/hello_allreduce")},
+                         .env = {"RLX_HOSTFILE=" + table},
+                         .limit = 60s,
+                         .use_coordinator = false}),
+                3, "of 3 (tcp)");
+}
+
+TEST(TcpSetup, StaticTableOverIpv4) {
+  const std::string table = write_table("127.0.0.1", AF_INET, 2);
+  expect_job_ok(run_job({.ranks = 2,
+                         .argv = {sibling_program("../../examples/hello_allreduce")},
+                         .env = {"RLX_HOSTFILE=" + table},
+                         .limit = 60s,
+                         .use_coordinator = false}),
+                2, "of 2 (tcp)");
+}
+
+TEST(TcpSetup, InterfaceChosenByName) {
+  expect_job_ok(run_job({.ranks = 2,
+                         .argv = {sibling_program("../../examples/hello_allreduce")},
+                         .env = {"RLX_IFNAME=lo"},
+                         .limit = 60s}),
+                2, "of 2 (tcp)");
+}
+
+TEST(TcpSetup, AnUnreachableCoordinatorFailsAtTheConnectDeadlineNamingIt) {
+  const JobOutcome job = run_job(
+      {.ranks = 1,
+       .argv = {sibling_program("../../examples/hello_allreduce")},
+       .env = {"RLX_WORLD_SIZE=2", "RLX_COORDINATOR=127.0.0.1:1", "RLX_CONNECT_TIMEOUT_S=1"},
+       .limit = 30s,
+       .use_coordinator = false});
+  ASSERT_EQ(job.ranks.size(), 1u);
+  EXPECT_FALSE(job.ranks[0].exited_ok());
+  EXPECT_NE(job.ranks[0].err.find("127.0.0.1:1"), std::string::npos) << job.ranks[0].err;
+  EXPECT_LT(job.elapsed, 10s);
+}
+
+}  // namespace
+}  // namespace rlx::testing
