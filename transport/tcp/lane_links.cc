@@ -18,6 +18,12 @@ namespace {
 // moves a good piece of a chunk, small enough to stay in cache while reduced.
 constexpr std::size_t kStagingBytes = 256 * 1024;
 
+// Bytes moved per socket call: small enough that one rank's thread alternates
+// between its sends and its receives (keeping both directions of every lane
+// streaming, and received data still in cache when reduced), large enough to
+// keep system calls few.
+constexpr std::size_t kMaxBytesPerCall = 512 * 1024;
+
 // How long a lost connection waits for the abort that may explain it.
 constexpr std::chrono::milliseconds kRootCauseGrace{250};
 
@@ -117,15 +123,15 @@ bool LaneLinks::progress_send(SendState& s) {
     const std::size_t payload_done = s.sent > kFrameHeaderBytes ? s.sent - kFrameHeaderBytes : 0;
     if (payload_done < s.payload.size()) {
       iov[count++] = {const_cast<std::byte*>(s.payload.data()) + payload_done,
-                      s.payload.size() - payload_done};
+                      std::min(s.payload.size() - payload_done, kMaxBytesPerCall)};
     }
     msghdr message{};
     message.msg_iov = iov;
     message.msg_iovlen = static_cast<std::size_t>(count);
     const ssize_t n = ::sendmsg(s.fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && would_block(errno)) return false;
-    if (n < 0) return false;  // reported by poll()/recv() as the peer's loss, with context
+    if (n < 0) return false;  // full, or the peer's loss (reported by poll/recv with context)
     s.sent += static_cast<std::size_t>(n);
+    if (s.sent < total) return false;  // let the other transfers of the step move too
   }
   return true;
 }
@@ -146,18 +152,20 @@ bool LaneLinks::progress_recv(RecvState& r, const CollectiveCall& call, std::uin
     r.header_got += n;
     if (r.header_got == kFrameHeaderBytes) check_header(r, call, step);
   }
-  while (r.got + r.carry < r.into.size()) {
-    const std::size_t left = r.into.size() - r.got - r.carry;
+  // A budget per call, so one busy receive does not starve the step's others.
+  for (std::size_t budget = kMaxBytesPerCall; r.got + r.carry < r.into.size();) {
+    if (budget == 0) return false;
+    const std::size_t left = std::min(r.into.size() - r.got - r.carry, budget);
+    std::size_t n;
     if (!r.reduce) {
-      const std::size_t n = receive(r.into.data() + r.got, left);
-      if (n == 0) return false;
+      n = receive(r.into.data() + r.got, left);
       r.got += n;
     } else {
-      const std::size_t n =
-          receive(r.staging.data() + r.carry, std::min(r.staging.size() - r.carry, left));
-      if (n == 0) return false;
+      n = receive(r.staging.data() + r.carry, std::min(r.staging.size() - r.carry, left));
       absorb(r, n, call);
     }
+    if (n == 0) return false;
+    budget -= n;
   }
   return true;
 }
