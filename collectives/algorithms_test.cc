@@ -1,8 +1,7 @@
 // The algorithms run by N threads over an in-process Links (queues between
 // threads), for many rank counts and sizes, against a reference computed
 // directly. The multi-process suite in tests/ runs them over real sockets.
-#include <gtest/gtest-spi.h>
-#include <gtest/gtest.h>
+#include "collectives/algorithms.h"
 
 #include <condition_variable>
 #include <cstring>
@@ -11,7 +10,9 @@
 #include <mutex>
 #include <thread>
 
-#include "collectives/algorithms.h"
+#include <gtest/gtest-spi.h>
+#include <gtest/gtest.h>
+
 #include "collectives/reduce.h"
 
 namespace rlx {
@@ -144,7 +145,8 @@ TEST_P(AlgorithmTest, AllReduceEveryAlgorithmMatchesTheReference) {
           }
           const CollectiveCall call{CollectiveKind::all_reduce, op, Dtype::i64, count, 1};
           algo(links, call, ElementSpan::of(std::span(data)));
-          if (data != want) throw std::runtime_error("wrong result, count " + std::to_string(count));
+          if (data != want)
+            throw std::runtime_error("wrong result, count " + std::to_string(count));
         });
       }
     }
@@ -247,15 +249,15 @@ INSTANTIATE_TEST_SUITE_P(RanksAndLanes, AlgorithmTest,
                          });
 
 TEST(InProcessLinks, DisagreeingRanksAreDetected) {
-  EXPECT_FATAL_FAILURE(
-      run_ranks(2, 1,
-                [&](Links& links) {
-                  std::vector<float> data(links.rank() == 0 ? 10 : 20);
-                  all_reduce(links,
-                             {CollectiveKind::all_reduce, ReduceOp::sum, Dtype::f32, data.size(), 1},
-                             ElementSpan::of(std::span(data)));
-                }),
-      "mismatch");
+  EXPECT_FATAL_FAILURE(run_ranks(2, 1,
+                                 [&](Links& links) {
+                                   std::vector<float> data(links.rank() == 0 ? 10 : 20);
+                                   all_reduce(links,
+                                              {CollectiveKind::all_reduce, ReduceOp::sum,
+                                               Dtype::f32, data.size(), 1},
+                                              ElementSpan::of(std::span(data)));
+                                 }),
+                       "mismatch");
 }
 
 }  // namespace

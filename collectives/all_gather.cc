@@ -20,8 +20,8 @@ void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan 
   const ring::SubRings subs = ring::plan(links);
   // Sub-ring s carries part s of every rank's block.
   auto locate = [&](int s, int block_rank) {
-    const ElementRange part = split_range(input.count, static_cast<std::size_t>(subs.count),
-                                          static_cast<std::size_t>(s));
+    const ElementRange part =
+        split_range(input.count, static_cast<std::size_t>(subs.count), static_cast<std::size_t>(s));
     return bytes_of(output, static_cast<std::size_t>(block_rank) * input.count, part);
   };
   // Position u starts with the block of the rank standing there in its direction.
@@ -40,8 +40,8 @@ void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpa
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank) continue;
     step.send(peer, 0, own);
-    step.recv(peer, 0, bytes_of(output, static_cast<std::size_t>(peer) * input.count,
-                                {0, input.count}),
+    step.recv(peer, 0,
+              bytes_of(output, static_cast<std::size_t>(peer) * input.count, {0, input.count}),
               false);
   }
   step.run(links, call, 0);

@@ -19,8 +19,8 @@ void all_reduce_recursive_doubling(Links& links, const CollectiveCall& call, Ele
     step.send(rank - pow2, 0, bytes);
     step.run(links, call, step_index);
     step.recv(rank - pow2, 0, bytes, false);
-    step.run(links, call, 1 + static_cast<std::uint32_t>(std::countr_zero(
-                                 static_cast<unsigned>(pow2))));
+    step.run(links, call,
+             1 + static_cast<std::uint32_t>(std::countr_zero(static_cast<unsigned>(pow2))));
     return;
   }
   if (rank < extra) {

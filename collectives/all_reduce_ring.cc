@@ -8,11 +8,11 @@ void all_reduce_ring(Links& links, const CollectiveCall& call, ElementSpan data)
   const ring::SubRings subs = ring::plan(links);
   // Sub-ring s owns a contiguous region; its chunks are that region cut in n.
   auto locate = [&](int s, int chunk) {
-    const ElementRange region = split_range(data.count, static_cast<std::size_t>(subs.count),
-                                            static_cast<std::size_t>(s));
-    return bytes_of(data, region.begin,
-                    split_range(region.size(), static_cast<std::size_t>(n),
-                                static_cast<std::size_t>(chunk)));
+    const ElementRange region =
+        split_range(data.count, static_cast<std::size_t>(subs.count), static_cast<std::size_t>(s));
+    return bytes_of(
+        data, region.begin,
+        split_range(region.size(), static_cast<std::size_t>(n), static_cast<std::size_t>(chunk)));
   };
   auto chunk_at = [n](int, long long position) { return ring_mod(position, n); };
   ring::reduce_scatter(links, call, subs, locate, chunk_at, 0);
@@ -32,8 +32,8 @@ void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan d
   }
   const std::size_t block = data.count / static_cast<std::size_t>(n);
   auto locate = [&](int s, int b) {
-    const ElementRange part = split_range(block, static_cast<std::size_t>(subs.count),
-                                          static_cast<std::size_t>(s));
+    const ElementRange part =
+        split_range(block, static_cast<std::size_t>(subs.count), static_cast<std::size_t>(s));
     return bytes_of(data, static_cast<std::size_t>(b) * block, part);
   };
   // Position v ends holding label(v + 1) = block v.

@@ -16,8 +16,8 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data) {
   while (mask < n) {
     if ((relative & mask) != 0) {
       step.recv(ring_mod(relative - mask + call.root, n), 0, bytes, false);
-      step.run(links, call, static_cast<std::uint32_t>(std::countr_zero(
-                                static_cast<unsigned>(mask))));
+      step.run(links, call,
+               static_cast<std::uint32_t>(std::countr_zero(static_cast<unsigned>(mask))));
       break;
     }
     mask <<= 1;
@@ -26,8 +26,8 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data) {
   for (mask >>= 1; mask > 0; mask >>= 1) {
     if (relative + mask < n) {
       step.send(ring_mod(relative + mask + call.root, n), 0, bytes);
-      step.run(links, call, static_cast<std::uint32_t>(std::countr_zero(
-                                static_cast<unsigned>(mask))));
+      step.run(links, call,
+               static_cast<std::uint32_t>(std::countr_zero(static_cast<unsigned>(mask))));
     }
   }
 }

@@ -35,9 +35,7 @@ inline std::span<std::byte> bytes_of(ElementSpan data, std::size_t offset, Eleme
           range.size() * element};
 }
 
-constexpr int ring_mod(long long value, int n) {
-  return static_cast<int>(((value % n) + n) % n);
-}
+constexpr int ring_mod(long long value, int n) { return static_cast<int>(((value % n) + n) % n); }
 
 // One direction of a ring, seen from one rank: ring position `v` sends to the
 // position after it. Direction 0 is rank order; direction 1 is reversed.

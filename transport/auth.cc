@@ -1,13 +1,13 @@
 #include "transport/auth.h"
 
+#include <cerrno>
+#include <memory>
+#include <stdexcept>
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <sys/random.h>
-
-#include <cerrno>
-#include <memory>
-#include <stdexcept>
 
 namespace rlx::auth {
 

@@ -1,21 +1,20 @@
 #include "transport/endpoint.h"
 
+#include <charconv>
+#include <memory>
+#include <set>
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
-
-#include <charconv>
-#include <memory>
-#include <set>
 
 #include "transport/errors.h"
 
 namespace rlx {
 namespace {
 
-[[noreturn]] void bad_endpoint(std::string_view text, std::string_view what,
-                               std::string_view why) {
+[[noreturn]] void bad_endpoint(std::string_view text, std::string_view what, std::string_view why) {
   throw CollectiveError(ErrorKind::invalid_argument, {.operation = "parse " + std::string(what)},
                         "'" + std::string(text) + "' " + std::string(why),
                         "write host:port, [ipv6]:port or name:port, with a port from 1 to 65535");

@@ -26,7 +26,9 @@ class ByteWriter {
   void u16(std::uint16_t v) { put(v); }
   void u32(std::uint32_t v) { put(v); }
   void u64(std::uint64_t v) { put(v); }
-  void raw(std::span<const std::byte> data) { bytes_.insert(bytes_.end(), data.begin(), data.end()); }
+  void raw(std::span<const std::byte> data) {
+    bytes_.insert(bytes_.end(), data.begin(), data.end());
+  }
   // A u32 length, then the bytes.
   void string(std::string_view s) {
     u32(static_cast<std::uint32_t>(s.size()));
