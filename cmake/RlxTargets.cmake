@@ -28,10 +28,12 @@ function(rlx_add_library name)
   install(TARGETS ${name} EXPORT rlxTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
-# rlx_add_test(name SOURCES ... [LIBS ...] [LABELS ...] [TIMEOUT s])
-# A GoogleTest binary registered with ctest case by case, each case with a deadline.
+# rlx_add_test(name SOURCES ... [LIBS ...] [TIMEOUT s])
+# A GoogleTest binary registered with ctest case by case, each case with a
+# deadline and the label "unit". A folder labels its own tests with
+# set_property(DIRECTORY APPEND PROPERTY LABELS <folder>).
 function(rlx_add_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
@@ -40,5 +42,5 @@ function(rlx_add_test name)
   rlx_apply_warnings(${name})
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "unit;${ARG_LABELS}")
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS unit)
 endfunction()

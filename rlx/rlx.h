@@ -6,6 +6,7 @@
 //   group->all_sum(std::span(values)); // in place, across every rank
 #pragma once
 
+#include "core/core.h"            // IWYU pragma: export
 #include "core/dtype.h"           // IWYU pragma: export
 #include "core/error.h"           // IWYU pragma: export
 #include "core/half.h"            // IWYU pragma: export

@@ -1,0 +1,231 @@
+#include "launcher/hostfile.h"
+
+#include <charconv>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+namespace rlx::launcher {
+namespace {
+
+[[noreturn]] void fail(std::string_view origin, std::size_t line, const std::string& what) {
+  throw HostfileError(std::string(origin) + (line > 0 ? ":" + std::to_string(line) : "") + ": " +
+                      what);
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::optional<int> parse_count(std::string_view text) {
+  int value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 1 << 20) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool valid_host_name(std::string_view host) {
+  if (host.empty() || host.size() > 253) return false;
+  for (char c : host) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '.' || c == '_' || c == ':' || c == '@';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// One "key=value" word of an Open MPI line.
+void apply_attribute(HostSlots& host, std::string_view word, std::string_view origin,
+                     std::size_t line) {
+  const auto eq = word.find('=');
+  const std::string_view key = word.substr(0, eq);
+  const bool is_slots = key == "slots";
+  if (!is_slots && key != "max_slots" && key != "max-slots") {
+    fail(origin, line,
+         "unknown attribute '" + std::string(word) +
+             "': expected slots=N or max_slots=N after the host name");
+  }
+  const int value = eq == std::string_view::npos ? 0 : parse_count(word.substr(eq + 1)).value_or(0);
+  if (value == 0) {
+    fail(origin, line,
+         "'" + std::string(word) + "': expected " + std::string(key) +
+             "=N with N a whole number of at least 1");
+  }
+  if (is_slots) {
+    host.slots = value;
+  } else {
+    host.max_slots = value;
+  }
+}
+
+}  // namespace
+
+std::vector<HostSlots> parse_openmpi_hostfile(std::string_view text, std::string_view origin) {
+  std::vector<HostSlots> hosts;
+  std::size_t line_number = 0;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    ++line_number;
+    line = trim(line.substr(0, line.find('#')));
+    if (line.empty()) continue;
+    HostSlots host;
+    std::size_t word_index = 0;
+    std::istringstream words{std::string(line)};
+    for (std::string word; words >> word; ++word_index) {
+      if (word_index == 0) {
+        if (!valid_host_name(word) || word.find('=') != std::string::npos) {
+          fail(origin, line_number, "'" + word + "' is not a host name");
+        }
+        host.host = word;
+      } else {
+        apply_attribute(host, word, origin, line_number);
+      }
+    }
+    if (host.max_slots && *host.max_slots < host.slots) {
+      fail(origin, line_number,
+           "max_slots=" + std::to_string(*host.max_slots) +
+               " is below slots=" + std::to_string(host.slots));
+    }
+    hosts.push_back(host);
+  }
+  if (hosts.empty()) fail(origin, 0, "no hosts: expected lines like 'node1 slots=4'");
+  return hosts;
+}
+
+std::vector<HostSlots> parse_host_list(std::string_view spec) {
+  std::vector<HostSlots> hosts;
+  for (std::size_t start = 0; start <= spec.size();) {
+    const std::size_t end = std::min(spec.find(',', start), spec.size());
+    const std::string_view item = trim(spec.substr(start, end - start));
+    start = end + 1;
+    HostSlots host;
+    const auto colon = item.rfind(':');
+    const bool has_count =
+        colon != std::string_view::npos && item.find(']') == std::string_view::npos
+            ? item.find(':') == colon
+            : false;
+    host.host = std::string(has_count ? item.substr(0, colon) : item);
+    if (has_count) {
+      const auto count = parse_count(item.substr(colon + 1));
+      if (!count) fail("-H", 0, "'" + std::string(item) + "': expected host:N with N >= 1");
+      host.slots = *count;
+    }
+    if (!valid_host_name(host.host)) {
+      fail("-H", 0, "'" + std::string(item) + "': expected host or host:slots, comma-separated");
+    }
+    hosts.push_back(host);
+  }
+  return hosts;
+}
+
+std::vector<HostSlots> parse_mlx_hostfile(std::string_view text, std::string_view origin) {
+  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_array() || doc.empty()) {
+    fail(origin, 0, "expected a non-empty JSON list of hosts, like [{\"ssh\": \"node1\"}, ...]");
+  }
+  std::vector<HostSlots> hosts;
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    const auto& entry = doc[i];
+    std::string name;
+    if (entry.is_string()) {
+      name = entry.get<std::string>();
+    } else if (entry.is_object() && entry.contains("ssh") && entry["ssh"].is_string()) {
+      name = entry["ssh"].get<std::string>();
+    }
+    if (!valid_host_name(name)) {
+      fail(origin, 0,
+           "entry " + std::to_string(i) +
+               ": expected \"host\" or {\"ssh\": \"host\", ...}, found " + entry.dump());
+    }
+    hosts.push_back({name, 1, std::nullopt});
+  }
+  return hosts;
+}
+
+std::vector<HostSlots> read_hostfile(const std::string& path) {
+  std::ifstream file(path);
+  if (!file) throw HostfileError(path + ": cannot be read");
+  std::ostringstream text;
+  text << file.rdbuf();
+  const std::string content = text.str();
+  const auto first = content.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && content[first] == '[') return parse_mlx_hostfile(content, path);
+  return parse_openmpi_hostfile(content, path);
+}
+
+std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int ranks,
+                                   bool oversubscribe) {
+  std::vector<int> used(hosts.size(), 0);
+  std::vector<std::size_t> host_of;
+  int capacity = 0;
+  for (std::size_t h = 0; h < hosts.size(); ++h) {
+    for (int s = 0; s < hosts[h].slots && static_cast<int>(host_of.size()) < ranks; ++s) {
+      host_of.push_back(h);
+      ++used[h];
+    }
+    capacity += hosts[h].slots;
+  }
+  if (static_cast<int>(host_of.size()) < ranks && !oversubscribe) {
+    throw HostfileError(std::to_string(ranks) + " ranks do not fit in " + std::to_string(capacity) +
+                        " slots: give more hosts or slots, or pass --oversubscribe");
+  }
+  for (std::size_t h = 0; static_cast<int>(host_of.size()) < ranks; h = (h + 1) % hosts.size()) {
+    bool any_room = false;
+    for (std::size_t k = 0; k < hosts.size(); ++k) {
+      any_room |= !hosts[k].max_slots || used[k] < *hosts[k].max_slots;
+    }
+    if (!any_room) {
+      throw HostfileError(std::to_string(ranks) +
+                          " ranks exceed the hosts' max_slots even with --oversubscribe");
+    }
+    if (hosts[h].max_slots && used[h] >= *hosts[h].max_slots) continue;
+    host_of.push_back(h);
+    ++used[h];
+  }
+  std::vector<Placement> out(static_cast<std::size_t>(ranks));
+  std::vector<int> next_local(hosts.size(), 0);
+  for (int r = 0; r < ranks; ++r) {
+    const std::size_t h = host_of[static_cast<std::size_t>(r)];
+    out[static_cast<std::size_t>(r)] = {hosts[h].host, next_local[h]++, used[h]};
+  }
+  return out;
+}
+
+bool is_local_host(const std::string& host) {
+  if (host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") return true;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) == 0 && host == name) return true;
+  ifaddrs* raw = nullptr;
+  if (::getifaddrs(&raw) != 0) return false;
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, freeifaddrs);
+  for (ifaddrs* a = raw; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (a->ifa_addr->sa_family == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text,
+                sizeof text);
+    }
+    if (host == text) return true;
+  }
+  return false;
+}
+
+}  // namespace rlx::launcher

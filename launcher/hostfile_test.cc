@@ -1,0 +1,76 @@
+#include "launcher/hostfile.h"
+
+#include <gtest/gtest.h>
+
+namespace rlx::launcher {
+namespace {
+
+void expect_error(auto&& call, const std::string& fragment) {
+  try {
+    call();
+    FAIL() << "accepted; expected an error with: " << fragment;
+  } catch (const HostfileError& error) {
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+  }
+}
+
+TEST(OpenMpiHostfile, ReadsSlotsCommentsAndBlankLines) {
+  const auto hosts = parse_openmpi_hostfile(
+      "# the cluster\n\nnode1 slots=4 max_slots=8\n  node2   # two cores\nnode3 slots=2\r\n", "f");
+  EXPECT_EQ(hosts, (std::vector<HostSlots>{{"node1", 4, 8}, {"node2", 1, {}}, {"node3", 2, {}}}));
+}
+
+TEST(OpenMpiHostfile, ErrorsNameFileLineAndExpectation) {
+  expect_error([] { parse_openmpi_hostfile("a\nb slots=x\n", "hosts"); }, "hosts:2: 'slots=x'");
+  expect_error([] { parse_openmpi_hostfile("a slots=0", "h"); }, "h:1: 'slots=0'");
+  expect_error([] { parse_openmpi_hostfile("a cpus=2", "h"); }, "unknown attribute 'cpus=2'");
+  expect_error([] { parse_openmpi_hostfile("a slots=4 max_slots=2", "h"); }, "below slots=4");
+  expect_error([] { parse_openmpi_hostfile("slots=4", "h"); }, "not a host name");
+  expect_error([] { parse_openmpi_hostfile("# nothing\n", "h"); }, "no hosts");
+  expect_error([] { read_hostfile("/nonexistent/hostfile"); }, "cannot be read");
+}
+
+TEST(HostList, ReadsHorovodStyle) {
+  EXPECT_EQ(parse_host_list("h1:2,h2,h3:4"),
+            (std::vector<HostSlots>{{"h1", 2, {}}, {"h2", 1, {}}, {"h3", 4, {}}}));
+  expect_error([] { parse_host_list("h1:0"); }, "host:N");
+  expect_error([] { parse_host_list("h1,,h2"); }, "expected host");
+  expect_error([] { parse_host_list("h1:two"); }, "'h1:two'");
+}
+
+TEST(MlxHostfile, ReadsObjectsAndNames) {
+  EXPECT_EQ(parse_mlx_hostfile(R"([{"ssh": "m1", "ips": ["10.0.0.1"]}, "m2"])", "f"),
+            (std::vector<HostSlots>{{"m1", 1, {}}, {"m2", 1, {}}}));
+  expect_error([] { parse_mlx_hostfile("[{\"ips\": []}]", "f.json"); }, "f.json: entry 0");
+  expect_error([] { parse_mlx_hostfile("{", "f.json"); }, "JSON list");
+}
+
+TEST(Placement, FillsSlotsInOrderAndCountsLocalRanks) {
+  const auto placed = place_ranks({{"a", 2, {}}, {"b", 1, {}}}, 3, false);
+  ASSERT_EQ(placed.size(), 3u);
+  EXPECT_EQ(placed[0].host, "a");
+  EXPECT_EQ(placed[1].host, "a");
+  EXPECT_EQ(placed[1].local_rank, 1);
+  EXPECT_EQ(placed[1].local_size, 2);
+  EXPECT_EQ(placed[2].host, "b");
+  EXPECT_EQ(placed[2].local_rank, 0);
+}
+
+TEST(Placement, MoreRanksThanSlotsNeedsOversubscribeAndRespectsMaxSlots) {
+  expect_error([] { place_ranks({{"a", 2, {}}}, 3, false); }, "--oversubscribe");
+  const auto placed = place_ranks({{"a", 1, 2}, {"b", 1, {}}}, 5, true);
+  int on_a = 0;
+  for (const auto& p : placed) on_a += p.host == "a";
+  EXPECT_EQ(on_a, 2);
+  expect_error([] { place_ranks({{"a", 1, 1}}, 2, true); }, "max_slots");
+}
+
+TEST(LocalHosts, RecognisesThisMachine) {
+  EXPECT_TRUE(is_local_host("localhost"));
+  EXPECT_TRUE(is_local_host("127.0.0.1"));
+  EXPECT_TRUE(is_local_host("::1"));
+  EXPECT_FALSE(is_local_host("node-that-does-not-exist.invalid"));
+}
+
+}  // namespace
+}  // namespace rlx::launcher
