@@ -3,6 +3,7 @@
 #include <mutex>
 #include <string>
 
+#include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
 #include "transport/launch_env.h"
 #include "transport/mpi/mpi.h"
@@ -57,6 +58,8 @@ std::shared_ptr<Transport> init(std::string_view backend, bool strict) {
       choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});
   w.group = start(kind, env);
   w.requested = std::string(backend);
+  distributed::register_collective_ops();
+  distributed::set_default_group(w.group);
   return w.group;
 }
 

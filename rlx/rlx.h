@@ -6,11 +6,12 @@
 //   group->all_sum(std::span(values)); // in place, across every rank
 #pragma once
 
-#include "core/core.h"            // IWYU pragma: export
-#include "core/dtype.h"           // IWYU pragma: export
-#include "core/error.h"           // IWYU pragma: export
-#include "core/half.h"            // IWYU pragma: export
-#include "rlx/init.h"             // IWYU pragma: export
-#include "rlx/version.h"          // IWYU pragma: export
-#include "transport/errors.h"     // IWYU pragma: export
-#include "transport/transport.h"  // IWYU pragma: export
+#include "collectives/array_collectives.h"  // IWYU pragma: export
+#include "core/core.h"                      // IWYU pragma: export
+#include "core/dtype.h"                     // IWYU pragma: export
+#include "core/error.h"                     // IWYU pragma: export
+#include "core/half.h"                      // IWYU pragma: export
+#include "rlx/init.h"                       // IWYU pragma: export
+#include "rlx/version.h"                    // IWYU pragma: export
+#include "transport/errors.h"               // IWYU pragma: export
+#include "transport/transport.h"            // IWYU pragma: export

@@ -1,0 +1,173 @@
+#include "collectives/array_collectives.h"
+
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <vector>
+
+#include "core/custom.h"
+#include "core/registry.h"
+#include "core/shape.h"
+
+namespace rlx::distributed {
+namespace {
+
+constexpr const char* kAllReduce = "collective.all_reduce";
+constexpr const char* kAllGather = "collective.all_gather";
+
+// Groups by id; id 0 is the default group (unset until rlx::init sets it).
+struct GroupTable {
+  std::mutex mutex;
+  std::vector<std::shared_ptr<Transport>> groups{nullptr};
+};
+
+GroupTable& table() {
+  static GroupTable instance;
+  return instance;
+}
+
+std::shared_ptr<Transport> group_at(int id, std::string_view op) {
+  GroupTable& t = table();
+  std::lock_guard lock(t.mutex);
+  if (id < 0 || static_cast<std::size_t>(id) >= t.groups.size() ||
+      !t.groups[static_cast<std::size_t>(id)]) {
+    throw Error(
+        std::string(op) + ": no group " + std::to_string(id) +
+        (id == 0 ? " (call rlx::init() before building collective ops, or pass a group)" : ""));
+  }
+  return t.groups[static_cast<std::size_t>(id)];
+}
+
+struct Attrs {
+  ReduceOp op = ReduceOp::sum;
+  int group = 0;
+};
+
+// "sum 0" for all_reduce; "0" for all_gather.
+Attrs parse_attrs(std::string_view text, std::string_view op, bool with_reduction) {
+  std::istringstream in{std::string(text)};
+  Attrs attrs;
+  std::string reduction;
+  if (with_reduction) {
+    in >> reduction;
+    const ReduceOp ops[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max};
+    bool known = false;
+    for (ReduceOp candidate : ops) {
+      if (name_of(candidate) == reduction) {
+        attrs.op = candidate;
+        known = true;
+      }
+    }
+    if (!known) {
+      throw Error(std::string(op) + ": attributes '" + std::string(text) +
+                  "': expected '<sum|prod|min|max> <group id>'");
+    }
+  }
+  if (!(in >> attrs.group) || !(in >> std::ws).eof()) {
+    throw Error(std::string(op) + ": attributes '" + std::string(text) + "': expected " +
+                (with_reduction ? "'<sum|prod|min|max> <group id>'" : "'<group id>'"));
+  }
+  return attrs;
+}
+
+Shape gathered_shape(const Shape& shape, int world_size, std::string_view op) {
+  if (shape.empty()) throw ShapeError(std::string(op) + ": a scalar has no axis 0 to gather along");
+  Shape out = shape;
+  out[0] *= world_size;
+  return out;
+}
+
+Array all_reduce_kernel(std::span<const Array> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kAllReduce, true);
+  auto group = group_at(attrs.group, kAllReduce);
+  const Array& x = inputs[0];
+  if (group->world_size() == 1) return x;
+  return make_custom(
+      kAllReduce, x.shape(), x.dtype(), {x},
+      [group, op = attrs.op](std::span<const Array> in, Array& out) {
+        // The collective runs in place on the output: one copy of the
+        // input, then the transport does the rest.
+        if (out.nbytes() > 0) std::memcpy(out.raw_mutable_data(), in[0].raw_data(), out.nbytes());
+        group->all_reduce(
+            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()},
+            op);
+      });
+}
+
+Array all_gather_kernel(std::span<const Array> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kAllGather, false);
+  auto group = group_at(attrs.group, kAllGather);
+  const Array& x = inputs[0];
+  // Checked before the one-rank shortcut, so errors do not depend on the job's size.
+  Shape shape = gathered_shape(x.shape(), group->world_size(), kAllGather);
+  if (group->world_size() == 1) return x;
+  return make_custom(
+      kAllGather, std::move(shape), x.dtype(), {x}, [group](std::span<const Array> in, Array& out) {
+        group->all_gather(
+            ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
+                             in[0].dtype()},
+            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()});
+      });
+}
+
+Shape same_shape(std::span<const Shape> inputs, std::string_view text) {
+  parse_attrs(text, kAllReduce, true);
+  return inputs[0];
+}
+
+Shape all_gather_shape(std::span<const Shape> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kAllGather, false);
+  return gathered_shape(inputs[0], group_at(attrs.group, kAllGather)->world_size(), kAllGather);
+}
+
+}  // namespace
+
+void register_collective_ops() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_op_extension({.name = kAllReduce, .num_inputs = 1, .infer_shape = same_shape});
+    register_op_extension({.name = kAllGather, .num_inputs = 1, .infer_shape = all_gather_shape});
+    register_array_kernel(kAllReduce, all_reduce_kernel);
+    register_array_kernel(kAllGather, all_gather_kernel);
+  });
+}
+
+void set_default_group(std::shared_ptr<Transport> group) {
+  GroupTable& t = table();
+  std::lock_guard lock(t.mutex);
+  t.groups[0] = std::move(group);
+}
+
+int group_id(const std::shared_ptr<Transport>& group) {
+  GroupTable& t = table();
+  std::lock_guard lock(t.mutex);
+  for (std::size_t i = 0; i < t.groups.size(); ++i) {
+    if (t.groups[i] == group) return static_cast<int>(i);
+  }
+  t.groups.push_back(group);
+  return static_cast<int>(t.groups.size() - 1);
+}
+
+std::string collective_attrs(ReduceOp op, int group) {
+  return std::string(name_of(op)) + " " + std::to_string(group);
+}
+
+Array all_reduce(const Array& x, ReduceOp op, std::shared_ptr<Transport> group) {
+  register_collective_ops();
+  const int id = group ? group_id(group) : 0;
+  const Array inputs[] = {x};
+  return find_array_kernel(kAllReduce)->operator()(inputs, collective_attrs(op, id));
+}
+
+Array all_sum(const Array& x, std::shared_ptr<Transport> group) {
+  return all_reduce(x, ReduceOp::sum, std::move(group));
+}
+
+Array all_gather(const Array& x, std::shared_ptr<Transport> group) {
+  register_collective_ops();
+  const int id = group ? group_id(group) : 0;
+  const Array inputs[] = {x};
+  return find_array_kernel(kAllGather)->operator()(inputs, std::to_string(id));
+}
+
+}  // namespace rlx::distributed

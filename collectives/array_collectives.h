@@ -1,0 +1,45 @@
+// Collectives on lazy arrays: the collective.* ops of core's registries.
+//
+//   Array y = rlx::distributed::all_sum(rlx::matmul(x, w));  // nothing runs yet
+//   rlx::eval(y);                                            // the all-reduce runs here
+//
+// Each op exists at both levels of core's registries: an OpExtension (shape
+// inference, for Graph and CompiledGraph) and an array kernel returning a
+// lazy array whose primitive runs the collective on the input's data when it
+// is evaluated, on whichever thread evaluates it (async_eval's worker
+// included). Attributes name the reduction and the group: "<op> <group id>",
+// for example "sum 0"; group 0 is the default group that rlx::init sets.
+//
+//   collective.all_reduce      same shape; attrs "sum|prod|min|max <group>"
+//   collective.all_gather      axis 0 multiplied by the group size; attrs "<group>"
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/array.h"
+#include "transport/transport.h"
+
+namespace rlx::distributed {
+
+// Registers the collective.* ops (idempotent; rlx::init calls it).
+void register_collective_ops();
+
+// The group that ops with group id 0 (and calls without a group) use.
+void set_default_group(std::shared_ptr<Transport> group);
+
+// A stable id for `group`, to put in an op's attributes.
+int group_id(const std::shared_ptr<Transport>& group);
+
+// Attributes for the collective ops: "sum 0".
+std::string collective_attrs(ReduceOp op, int group);
+
+// Lazy collectives. `group` defaults to the default group; on a group of one
+// they return `x` itself (nothing to communicate). Shape errors are thrown
+// here, when the op is built.
+Array all_sum(const Array& x, std::shared_ptr<Transport> group = nullptr);
+Array all_reduce(const Array& x, ReduceOp op, std::shared_ptr<Transport> group = nullptr);
+// Concatenates every rank's x along axis 0, in rank order.
+Array all_gather(const Array& x, std::shared_ptr<Transport> group = nullptr);
+
+}  // namespace rlx::distributed

@@ -1,0 +1,106 @@
+// Collectives inside lazy-array graphs, run by every rank of a real job
+// (rlxrun -n N, or mpirun): each rank holds a slice of a tensor-parallel
+// matmul, the in-graph all-reduce completes it, and every rank checks the
+// result against the single-process computation of the whole matrix.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "rlx/rlx.h"
+
+namespace rlx {
+namespace {
+
+std::shared_ptr<Transport> group() {
+  static std::shared_ptr<Transport> instance = init();
+  return instance;
+}
+
+constexpr std::int64_t kRows = 7, kInner = 24, kCols = 5;  // kInner divides by 1, 2, 3, 4, 6, 8
+
+Array full_x() { return random_normal({kRows, kInner}, 0.0, 1.0, /*seed=*/11); }
+Array full_w() { return random_normal({kInner, kCols}, 0.0, 1.0, /*seed=*/12); }
+
+// This rank's slice of the inner dimension.
+std::pair<std::int64_t, std::int64_t> my_inner() {
+  const std::int64_t part = kInner / group()->world_size();
+  return {group()->rank() * part, (group()->rank() + 1) * part};
+}
+
+void expect_close(const Array& got, const Array& want, double tolerance) {
+  ASSERT_EQ(got.shape(), want.shape());
+  const auto g = got.to_vector<float>(), w = want.to_vector<float>();
+  double worst = 0;
+  for (std::size_t i = 0; i < g.size(); ++i)
+    worst = std::max(worst, std::fabs(double(g[i]) - w[i]));
+  EXPECT_LE(worst, tolerance);
+}
+
+TEST(ArrayCollectives, BuildingComputesNothingAndEvalReduces) {
+  const int n = group()->world_size();
+  const Array mine = full({3, 4}, group()->rank() + 1.0);
+  const Array total = distributed::all_sum(mine);
+  if (n > 1) {
+    EXPECT_FALSE(total.is_evaluated());
+  } else {
+    EXPECT_TRUE(total.is(mine));  // a group of one returns the input itself
+  }
+  eval(total);
+  for (float v : total.to_vector<float>()) EXPECT_EQ(v, n * (n + 1) / 2.0f);
+}
+
+TEST(ArrayCollectives, TensorParallelMatmulAllReduceGeluMatchesOneProcess) {
+  const auto [begin, end] = my_inner();
+  const Array x_part = slice(full_x(), {0, begin}, {kRows, end});
+  const Array w_part = slice(full_w(), {begin, 0}, {end, kCols});
+  const Array y = gelu(distributed::all_sum(matmul(x_part, w_part)));
+  expect_close(y, gelu(matmul(full_x(), full_w())), 1e-5);
+}
+
+TEST(ArrayCollectives, InsideACompiledGraph) {
+  const auto [begin, end] = my_inner();
+  Graph graph;
+  const Node x = graph.input("x", {kRows, end - begin});
+  const Node w = graph.param("w", {end - begin, kCols});
+  const Node partial = graph.matmul(x, w);
+  const Node reduced = graph.custom_op("collective.all_reduce",
+                                       distributed::collective_attrs(ReduceOp::sum, 0), {partial});
+  graph.set_outputs({graph.gelu(reduced)});
+  CompiledGraph compiled = compile(graph);
+  compiled.set_param("w", slice(full_w(), {begin, 0}, {end, kCols}));
+  for (int run = 0; run < 3; ++run) {
+    const auto outputs = compiled.run({{"x", slice(full_x(), {0, begin}, {kRows, end})}});
+    ASSERT_EQ(outputs.size(), 1u);
+    expect_close(outputs[0], gelu(matmul(full_x(), full_w())), 1e-5);
+  }
+}
+
+TEST(ArrayCollectives, AsyncEvalOverlapsTheCollectiveWithLocalWork) {
+  const auto [begin, end] = my_inner();
+  const Array y = distributed::all_sum(
+      matmul(slice(full_x(), {0, begin}, {kRows, end}), slice(full_w(), {begin, 0}, {end, kCols})));
+  AsyncEval pending = async_eval(y);
+  const Array local = matmul(full_x(), full_w());  // computed meanwhile on this thread
+  eval(local);
+  pending.wait();
+  expect_close(y, local, 1e-5);
+}
+
+TEST(ArrayCollectives, AllGatherConcatenatesAlongAxisZeroInRankOrder) {
+  const int n = group()->world_size();
+  const Array mine = full({2, 3}, static_cast<double>(group()->rank()), Dtype::i32);
+  const Array all = distributed::all_gather(mine);
+  ASSERT_EQ(all.shape(), (Shape{2 * n, 3}));
+  const auto values = all.to_vector<std::int32_t>();
+  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], static_cast<int>(i / 6));
+}
+
+TEST(ArrayCollectives, BadAttributesAreClearErrors) {
+  const Array x = ones({2});
+  EXPECT_THROW(custom_op("collective.all_reduce", {x}, "average 0"), Error);
+  EXPECT_THROW(custom_op("collective.all_reduce", {x}, "sum 99"), Error);
+  EXPECT_THROW(distributed::all_gather(full({}, 1.0)), ShapeError);
+}
+
+}  // namespace
+}  // namespace rlx
