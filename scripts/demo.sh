@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's first command: install what is missing, build, run the demo on
-# local ranks over the default transport.
+# The README's first command: install what is missing, build, and run the demo
+# on local ranks over the default transport: a tensor-parallel MLP (one
+# all-reduce inside the graph) and data-parallel SGD, each checked against
+# the single-process computation.
 # Usage: scripts/demo.sh [RANKS]   (default 4)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,4 +12,5 @@ scripts/setup-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
 echo "rlx demo: $ranks local ranks, default transport"
-build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/hello_allreduce
+build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/tensor_parallel_mlp
+build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/data_parallel_train
