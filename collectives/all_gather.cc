@@ -28,7 +28,7 @@ void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan 
   auto rank_at = [&](int s, long long position) {
     return subs.rings[static_cast<std::size_t>(s)].view.rank_at(position);
   };
-  ring::all_gather(links, call, subs, locate, rank_at, 0);
+  ring::run_phase(links, call, subs, locate, rank_at, /*reduce=*/false, 0);
 }
 
 void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,

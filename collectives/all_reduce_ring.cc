@@ -15,11 +15,11 @@ void all_reduce_ring(Links& links, const CollectiveCall& call, ElementSpan data)
         split_range(region.size(), static_cast<std::size_t>(n), static_cast<std::size_t>(chunk)));
   };
   auto chunk_at = [n](int, long long position) { return ring_mod(position, n); };
-  ring::reduce_scatter(links, call, subs, locate, chunk_at, 0);
+  ring::run_phase(links, call, subs, locate, chunk_at, /*reduce=*/true, 0);
   // Position v now holds chunk v + 1 complete: that is what it starts the all-gather with.
   auto owned_after_reduce = [n](int, long long position) { return ring_mod(position + 1, n); };
-  ring::all_gather(links, call, subs, locate, owned_after_reduce,
-                   static_cast<std::uint32_t>(n - 1));
+  ring::run_phase(links, call, subs, locate, owned_after_reduce, /*reduce=*/false,
+                  static_cast<std::uint32_t>(n - 1));
 }
 
 void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data) {
@@ -38,7 +38,7 @@ void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan d
   };
   // Position v ends holding label(v + 1) = block v.
   auto block_at = [n](int, long long position) { return ring_mod(position - 1, n); };
-  ring::reduce_scatter(links, call, subs, locate, block_at, 0);
+  ring::run_phase(links, call, subs, locate, block_at, /*reduce=*/true, 0);
 }
 
 }  // namespace rlx

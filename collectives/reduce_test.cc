@@ -7,41 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/reduce_reference.h"
+
 namespace rlx {
 namespace {
-
-// A plain reference: each element through double (or the exact integer rule).
-template <class T>
-T reference(T a, T b, ReduceOp op) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return (op == ReduceOp::sum || op == ReduceOp::max) ? (a || b) : (a && b);
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::sum:
-        return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case ReduceOp::prod:
-        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case ReduceOp::min:
-        return std::min(a, b);
-      case ReduceOp::max:
-        return std::max(a, b);
-    }
-  } else {
-    const double x = static_cast<double>(static_cast<float>(a));
-    const double y = static_cast<double>(static_cast<float>(b));
-    const double r = op == ReduceOp::sum    ? x + y
-                     : op == ReduceOp::prod ? x * y
-                     : op == ReduceOp::min  ? std::min(x, y)
-                                            : std::max(x, y);
-    if constexpr (std::is_same_v<T, double>) {
-      return r;
-    } else {
-      return T(static_cast<float>(r));
-    }
-  }
-  return a;
-}
 
 template <class T>
 T random_value(std::mt19937& rng) {
@@ -68,7 +37,7 @@ TEST_P(ReduceTest, MatchesReferenceForOddLengths) {
       for (std::size_t i = 0; i < n; ++i) {
         acc[i] = random_value<T>(rng);
         in[i] = random_value<T>(rng);
-        want[i] = reference(acc[i], in[i], op);
+        want[i] = testing::reference_combine(acc[i], in[i], op);
       }
       reduce_into({acc.get(), n, dtype}, {in.get(), n, dtype}, op);
       for (std::size_t i = 0; i < n; ++i) {

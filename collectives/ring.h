@@ -40,12 +40,17 @@ inline SubRings plan(const Links& links) {
   return out;
 }
 
-// n-1 steps; chunk label(u) starts at ring position u. Each step sends the
-// chunk accumulated so far to the right and reduces the one from the left.
-// Afterwards position v holds the full reduction of chunk label(v + 1).
+// n-1 steps around every sub-ring. At step k, position v sends chunk
+// label(v - k) to the right and receives label(v - k - 1) from the left.
+//  * reduce = true (reduce-scatter): position u starts with its own
+//    contribution to every chunk; each receive is reduced into the local
+//    chunk, and afterwards position v holds chunk label(v + 1) complete.
+//  * reduce = false (all-gather): position u starts owning the complete
+//    chunk label(u); each receive overwrites, and afterwards every position
+//    holds every chunk.
 template <class Locate, class Label>
-void reduce_scatter(Links& links, const CollectiveCall& call, const SubRings& subs, Locate locate,
-                    Label label, std::uint32_t first_step) {
+void run_phase(Links& links, const CollectiveCall& call, const SubRings& subs, Locate locate,
+               Label label, bool reduce, std::uint32_t first_step) {
   Step step;
   const int n = links.world_size();
   for (int k = 0; k + 1 < n; ++k) {
@@ -53,25 +58,7 @@ void reduce_scatter(Links& links, const CollectiveCall& call, const SubRings& su
       const SubRing& sub = subs.rings[static_cast<std::size_t>(s)];
       const int v = sub.view.position();
       step.send(sub.view.right(), sub.lane, locate(s, label(s, v - k)));
-      step.recv(sub.view.left(), sub.lane, locate(s, label(s, v - k - 1)), true);
-    }
-    step.run(links, call, first_step + static_cast<std::uint32_t>(k));
-  }
-}
-
-// n-1 steps; position u starts owning the complete chunk label(u). Each step
-// forwards the chunk received last to the right.
-template <class Locate, class Label>
-void all_gather(Links& links, const CollectiveCall& call, const SubRings& subs, Locate locate,
-                Label label, std::uint32_t first_step) {
-  Step step;
-  const int n = links.world_size();
-  for (int k = 0; k + 1 < n; ++k) {
-    for (int s = 0; s < subs.count; ++s) {
-      const SubRing& sub = subs.rings[static_cast<std::size_t>(s)];
-      const int v = sub.view.position();
-      step.send(sub.view.right(), sub.lane, locate(s, label(s, v - k)));
-      step.recv(sub.view.left(), sub.lane, locate(s, label(s, v - k - 1)), false);
+      step.recv(sub.view.left(), sub.lane, locate(s, label(s, v - k - 1)), reduce);
     }
     step.run(links, call, first_step + static_cast<std::uint32_t>(k));
   }

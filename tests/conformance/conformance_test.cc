@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "rlx/rlx.h"
+#include "tests/support/reduce_reference.h"
 
 namespace rlx {
 namespace {
@@ -28,50 +29,6 @@ int left() { return (me() + n() - 1) % n(); }
 // distinct across ranks and positions.
 std::int64_t value_of(int rank, std::size_t i) {
   return static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(rank) * 5 + 3) % 5) - 2;
-}
-
-template <class T>
-T as_element(std::int64_t v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return (v & 1) != 0;
-  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <class T>
-T combine(T a, T b, ReduceOp op) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return (op == ReduceOp::sum || op == ReduceOp::max) ? (a || b) : (a && b);
-  } else if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
-    return T(combine(static_cast<float>(a), static_cast<float>(b), op));
-  } else if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    switch (op) {
-      case ReduceOp::sum:
-        return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-      case ReduceOp::prod:
-        return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-      case ReduceOp::min:
-        return std::min(a, b);
-      case ReduceOp::max:
-        return std::max(a, b);
-    }
-  } else {
-    switch (op) {
-      case ReduceOp::sum:
-        return a + b;
-      case ReduceOp::prod:
-        return a * b;
-      case ReduceOp::min:
-        return std::min(a, b);
-      case ReduceOp::max:
-        return std::max(a, b);
-    }
-  }
-  return a;
 }
 
 // Sizes that stress the algorithms' edges for this world size.
@@ -99,12 +56,14 @@ TEST_P(AllReduce, MatchesTheReferenceAtEverySize) {
     using T = decltype(tag);
     for (std::size_t count : interesting_counts()) {
       std::unique_ptr<T[]> data(new T[count + 1]);
-      for (std::size_t i = 0; i < count; ++i) data[i] = as_element<T>(value_of(me(), i));
+      for (std::size_t i = 0; i < count; ++i)
+        data[i] = testing::small_integer_as<T>(value_of(me(), i));
       group().all_reduce(ElementSpan{data.get(), count, dtype}, op);
       std::size_t wrong = 0;
       for (std::size_t i = 0; i < count; ++i) {
-        T want = as_element<T>(value_of(0, i));
-        for (int r = 1; r < n(); ++r) want = combine(want, as_element<T>(value_of(r, i)), op);
+        T want = testing::small_integer_as<T>(value_of(0, i));
+        for (int r = 1; r < n(); ++r)
+          want = testing::reference_combine(want, testing::small_integer_as<T>(value_of(r, i)), op);
         if (!(data[i] == want)) ++wrong;
       }
       EXPECT_EQ(wrong, 0u) << "count " << count;
@@ -144,14 +103,15 @@ TEST_P(AllGather, ConcatenatesInRankOrder) {
          {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{100003}}) {
       const std::size_t total = count * static_cast<std::size_t>(n());
       std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
-      for (std::size_t i = 0; i < count; ++i) input[i] = as_element<T>(value_of(me(), i));
+      for (std::size_t i = 0; i < count; ++i)
+        input[i] = testing::small_integer_as<T>(value_of(me(), i));
       group().all_gather(ConstElementSpan{input.get(), count, dtype},
                          ElementSpan{output.get(), total, dtype});
       std::size_t wrong = 0;
       for (int r = 0; r < n(); ++r) {
         for (std::size_t i = 0; i < count; ++i) {
-          wrong +=
-              !(output[static_cast<std::size_t>(r) * count + i] == as_element<T>(value_of(r, i)));
+          wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
+                     testing::small_integer_as<T>(value_of(r, i)));
         }
       }
       EXPECT_EQ(wrong, 0u) << "count " << count;
