@@ -246,7 +246,7 @@ void Job::handle_signals() {
     if (sig == SIGCHLD) {
       reap();
     } else {
-      stop_all(std::string("received ") + sigabbrev_np(sig), 128 + sig);
+      stop_all(std::string("received SIG") + sigabbrev_np(sig), 128 + sig);
     }
   }
 }

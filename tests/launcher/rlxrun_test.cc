@@ -1,0 +1,151 @@
+// rlxrun end to end with real processes: output tagging, the failing rank's
+// status, teardown of the others, SIGINT and SIGKILL to the launcher (no rank
+// outlives it), --timeout, --output-dir and bad command lines.
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "tests/support/subprocess.h"
+
+namespace rlx::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// Ranks that record their pid and then run until stopped.
+const char* kRecordPidThenRun = "echo $$ > \"$PIDS/pid.$RLX_RANK\"; exec sleep infinity";
+
+class Rlxrun : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    pids_dir_ = fs::path(::testing::TempDir()) /
+                ("rlxrun_" + std::to_string(::getpid()) + "_" +
+                 ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(pids_dir_);
+    fs::create_directories(pids_dir_);
+  }
+  void TearDown() override { fs::remove_all(pids_dir_); }
+
+  std::vector<std::string> env() const { return {"PIDS=" + pids_dir_.string()}; }
+
+  std::vector<pid_t> rank_pids(std::size_t expected, std::chrono::milliseconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    std::vector<pid_t> pids;
+    do {
+      pids.clear();
+      for (const auto& entry : fs::directory_iterator(pids_dir_)) {
+        std::ifstream file(entry.path());
+        pid_t pid = 0;
+        if (file >> pid) pids.push_back(pid);
+      }
+    } while (pids.size() < expected && std::chrono::steady_clock::now() < deadline);
+    return pids;
+  }
+
+  static void expect_all_gone(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (pid_t pid : pids) {
+      while (process_alive(pid) && std::chrono::steady_clock::now() < deadline) {
+      }
+      EXPECT_FALSE(process_alive(pid)) << "rank process " << pid << " outlived the job";
+    }
+  }
+
+  fs::path pids_dir_;
+};
+
+TEST_F(Rlxrun, TagsEveryRanksOutputAndSucceeds) {
+  Subprocess job({RLXRUN, "-n", "3", "sh", "-c",
+                  "echo hello from $RLX_RANK of $RLX_WORLD_SIZE; echo oops >&2"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  for (int r = 0; r < 3; ++r) {
+    const std::string tag = "[" + std::to_string(r) + "] ";
+    EXPECT_NE(f.out.find(tag + "hello from " + std::to_string(r) + " of 3\n"), std::string::npos)
+        << f.out;
+    EXPECT_NE(f.err.find(tag + "oops\n"), std::string::npos) << f.err;
+  }
+}
+
+TEST_F(Rlxrun, AFailingRankStopsTheOthersAndItsStatusIsTheJobs) {
+  Subprocess job({RLXRUN, "-n", "3", "sh", "-c",
+                  std::string("if [ $RLX_RANK = 1 ]; then exit 3; fi; ") + kRecordPidThenRun},
+                 env());
+  const auto start = std::chrono::steady_clock::now();
+  const Finished f = job.wait(30s);
+  EXPECT_FALSE(f.timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(f.exit_code(), 3);
+  EXPECT_NE(f.err.find("rank 1 (pid"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("exited with status 3"), std::string::npos) << f.err;
+  expect_all_gone(rank_pids(0, 0ms), 5s);
+}
+
+TEST_F(Rlxrun, ARankKilledByASignalIsNamedWithTheSignal) {
+  Subprocess job({RLXRUN, "-n", "2", "sh", "-c",
+                  std::string("if [ $RLX_RANK = 0 ]; then kill -9 $$; fi; ") + kRecordPidThenRun},
+                 env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 128 + SIGKILL);
+  EXPECT_NE(f.err.find("rank 0"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("killed by signal 9"), std::string::npos) << f.err;
+}
+
+TEST_F(Rlxrun, SigintStopsTheWholeJob) {
+  Subprocess job({RLXRUN, "-n", "3", "sh", "-c", kRecordPidThenRun}, env());
+  const auto pids = rank_pids(3, 10s);
+  ASSERT_EQ(pids.size(), 3u);
+  ::kill(job.pid(), SIGINT);
+  const Finished f = job.wait(20s);
+  EXPECT_EQ(f.exit_code(), 128 + SIGINT);
+  EXPECT_NE(f.err.find("received SIGINT"), std::string::npos) << f.err;
+  expect_all_gone(pids, 5s);
+}
+
+TEST_F(Rlxrun, NoRankOutlivesALauncherKilledBySigkill) {
+  Subprocess job({RLXRUN, "-n", "3", "sh", "-c", kRecordPidThenRun}, env());
+  const auto pids = rank_pids(3, 10s);
+  ASSERT_EQ(pids.size(), 3u);
+  ::kill(job.pid(), SIGKILL);
+  job.wait(10s);
+  expect_all_gone(pids, 5s);
+}
+
+TEST_F(Rlxrun, TimeoutEndsTheJobNamingTheRanksStillRunning) {
+  Subprocess job({RLXRUN, "-n", "2", "--timeout", "0.5", "sh", "-c", kRecordPidThenRun}, env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 124);
+  EXPECT_NE(f.err.find("ranks still running: 0, 1"), std::string::npos) << f.err;
+  expect_all_gone(rank_pids(0, 0ms), 5s);
+}
+
+TEST_F(Rlxrun, OutputDirKeepsEachRanksStreams) {
+  const fs::path dir = pids_dir_ / "out";
+  Subprocess job({RLXRUN, "-n", "2", "--output-dir", dir.string(), "sh", "-c",
+                  "echo out-$RLX_RANK; echo err-$RLX_RANK >&2"});
+  EXPECT_EQ(job.wait(30s).exit_code(), 0);
+  for (int r = 0; r < 2; ++r) {
+    std::ifstream out(dir / ("rank." + std::to_string(r) + ".out"));
+    std::ifstream err(dir / ("rank." + std::to_string(r) + ".err"));
+    std::string o, e;
+    std::getline(out, o);
+    std::getline(err, e);
+    EXPECT_EQ(o, "out-" + std::to_string(r));
+    EXPECT_EQ(e, "err-" + std::to_string(r));
+  }
+}
+
+TEST_F(Rlxrun, BadCommandLinesExitTwoSayingWhy) {
+  const Finished no_count = Subprocess({RLXRUN, "sh"}).wait(10s);
+  EXPECT_EQ(no_count.exit_code(), 2);
+  EXPECT_NE(no_count.err.find("-n N is required"), std::string::npos) << no_count.err;
+  const Finished missing = Subprocess({RLXRUN, "-n", "2", "/nonexistent/program"}).wait(10s);
+  EXPECT_NE(missing.exit_code(), 0);
+  EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace rlx::testing
