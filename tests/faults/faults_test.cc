@@ -1,6 +1,6 @@
 // What every rank sees when a job goes wrong: each case runs real rank
 // processes (tests/faults/fault_program.cc) over TCP on loopback.
-#include <regex>
+#include <cstdlib>
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -25,8 +25,8 @@ JobOutcome run_mode(const std::string& mode, int ranks, std::vector<std::string>
 
 // Milliseconds from "RESULT ... ms=N", or -1.
 long long reported_ms(const std::string& out) {
-  std::smatch m;
-  return std::regex_search(out, m, std::regex("ms=([0-9]+)")) ? std::stoll(m[1]) : -1;
+  const auto at = out.find("ms=");
+  return at == std::string::npos ? -1 : std::atoll(out.c_str() + at + 3);
 }
 
 std::string describe(const JobOutcome& job) {
