@@ -1,0 +1,478 @@
+// The Open MPI transport under mpirun -np N. Every rank runs every case in the
+// same order and checks its own results against a reference it computes
+// itself; the program exits non-zero on every rank when any rank failed.
+#include "transport/mpi/mpi_transport.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "rlx/rlx.h"
+#include "tests/support/reduce_reference.h"
+#include "transport/mpi/watchdog.h"
+
+namespace rlx {
+namespace {
+
+std::shared_ptr<Transport> the_group;
+
+Transport& group() { return *the_group; }
+int n() { return group().world_size(); }
+int me() { return group().rank(); }
+int right() { return (me() + 1) % n(); }
+int left() { return (me() + n() - 1) % n(); }
+
+// A second transport whose messages and collectives are split at 256 bytes,
+// to exercise the paths that otherwise need gigabytes. Created (a collective
+// call) by the first case that uses it, on every rank.
+constexpr std::size_t kSmallMessage = 256;
+Transport& small_messages() {
+  static const auto instance = std::make_unique<mpi::MpiTransport>(
+      launch_env::from_process_environment(), mpi::MpiOptions{.max_message_bytes = kSmallMessage});
+  return *instance;
+}
+
+// Rank r's contribution at element i: small integers, exact in every dtype.
+std::int64_t value_of(int rank, std::size_t i) {
+  return static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(rank) * 5 + 3) % 5) - 2;
+}
+
+// Integers and bool bit-exact; 16-bit floats within their rounding.
+template <class T>
+bool close_enough(T got, T want) {
+  if constexpr (std::is_same_v<T, float16_t> || std::is_same_v<T, bfloat16_t>) {
+    const float g = static_cast<float>(got);
+    const float w = static_cast<float>(want);
+    return std::fabs(g - w) <= 1e-2f * std::max(1.0f, std::fabs(w));
+  } else {
+    return got == want;
+  }
+}
+
+// Reduces count elements of rank-dependent values over `transport` and
+// returns how many differ from the reference.
+template <class T>
+std::size_t wrong_after_all_reduce(Transport& transport, std::size_t count, ReduceOp op,
+                                   std::int64_t (*value)(int, std::size_t)) {
+  std::unique_ptr<T[]> data(new T[count + 1]);
+  for (std::size_t i = 0; i < count; ++i) data[i] = testing::small_integer_as<T>(value(me(), i));
+  transport.all_reduce(ElementSpan{data.get(), count, dtype_of<T>}, op);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    T want = testing::small_integer_as<T>(value(0, i));
+    for (int r = 1; r < n(); ++r)
+      want = testing::reference_combine(want, testing::small_integer_as<T>(value(r, i)), op);
+    if (!close_enough(data[i], want)) ++wrong;
+  }
+  return wrong;
+}
+
+TEST(Init, PicksMpiUnderMpirun) {
+  EXPECT_TRUE(is_mpi_built());
+  EXPECT_EQ(group().backend(), "mpi");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  ASSERT_NE(size, nullptr);
+  ASSERT_NE(rank, nullptr);
+  EXPECT_EQ(n(), std::atoi(size));
+  EXPECT_EQ(me(), std::atoi(rank));
+  EXPECT_EQ(init("mpi").get(), &group());  // the same group, asked by name
+  int thread_level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&thread_level);
+  EXPECT_EQ(thread_level, MPI_THREAD_MULTIPLE);
+}
+
+class AllReduce : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
+
+TEST_P(AllReduce, MatchesTheReferenceAtEverySize) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                              std::size_t{1} << 20}) {
+      EXPECT_EQ(wrong_after_all_reduce<T>(group(), count, op, value_of), 0u) << "count " << count;
+    }
+  });
+}
+
+TEST_P(AllReduce, InPiecesWhenLongerThanOneMessage) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : {kSmallMessage / sizeof(T), std::size_t{1001}}) {
+      EXPECT_EQ(wrong_after_all_reduce<T>(small_messages(), count, op, value_of), 0u)
+          << "count " << count;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
+                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
+                                                              ReduceOp::min, ReduceOp::max)),
+                         [](const auto& test) {
+                           return std::string(name_of(std::get<0>(test.param))) + "_" +
+                                  std::string(name_of(std::get<1>(test.param)));
+                         });
+
+// Values near the top of each integer type, so sums and products overflow.
+std::int64_t huge_value(int rank, std::size_t i) {
+  return std::numeric_limits<std::int64_t>::max() - rank * 977 - static_cast<std::int64_t>(i);
+}
+
+template <class T>
+T huge_element(int rank, std::size_t i) {
+  return static_cast<T>(std::numeric_limits<T>::max() - static_cast<T>(rank * 13 + (i % 7)));
+}
+
+TEST(AllReduce, IntegersWrapAround) {
+  constexpr std::size_t kCount = 33;
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+    EXPECT_EQ(wrong_after_all_reduce<std::int64_t>(group(), kCount, op, huge_value), 0u)
+        << name_of(op);
+    std::vector<std::int32_t> i32(kCount);
+    std::vector<std::uint8_t> u8(kCount);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      i32[i] = huge_element<std::int32_t>(me(), i);
+      u8[i] = huge_element<std::uint8_t>(me(), i);
+    }
+    group().all_reduce(std::span(i32), op);
+    group().all_reduce(std::span(u8), op);
+    for (std::size_t i = 0; i < kCount; ++i) {
+      std::int32_t want32 = huge_element<std::int32_t>(0, i);
+      std::uint8_t want8 = huge_element<std::uint8_t>(0, i);
+      for (int r = 1; r < n(); ++r) {
+        want32 = testing::reference_combine(want32, huge_element<std::int32_t>(r, i), op);
+        want8 = testing::reference_combine(want8, huge_element<std::uint8_t>(r, i), op);
+      }
+      EXPECT_EQ(i32[i], want32) << name_of(op) << " at " << i;
+      EXPECT_EQ(u8[i], want8) << name_of(op) << " at " << i;
+    }
+  }
+}
+
+TEST(AllReduce, HalfPrecisionAccumulatesInFloat) {
+  // 0.1 is not exact in f16 or bf16; each rank's sum is rounded once per step.
+  std::vector<float16_t> f16(100, float16_t(0.1f * static_cast<float>(me() + 1)));
+  std::vector<bfloat16_t> bf16(100, bfloat16_t(0.1f * static_cast<float>(me() + 1)));
+  group().all_sum(std::span(f16));
+  group().all_sum(std::span(bf16));
+  const float want = 0.1f * static_cast<float>(n() * (n() + 1) / 2);
+  for (std::size_t i = 0; i < f16.size(); ++i) {
+    EXPECT_NEAR(static_cast<float>(f16[i]), want, 0.01f * want);
+    EXPECT_NEAR(static_cast<float>(bf16[i]), want, 0.02f * want);
+  }
+}
+
+class AllGather : public ::testing::TestWithParam<Dtype> {};
+
+// Gathers `count` elements per rank over `transport`, from a separate input
+// or in place (each rank's input already in its block of the output).
+template <class T>
+std::size_t wrong_after_all_gather(Transport& transport, std::size_t count, bool in_place) {
+  const std::size_t total = count * static_cast<std::size_t>(n());
+  std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
+  T* mine = in_place ? output.get() + static_cast<std::size_t>(me()) * count : input.get();
+  for (std::size_t i = 0; i < count; ++i) mine[i] = testing::small_integer_as<T>(value_of(me(), i));
+  transport.all_gather(ConstElementSpan{mine, count, dtype_of<T>},
+                       ElementSpan{output.get(), total, dtype_of<T>});
+  std::size_t wrong = 0;
+  for (int r = 0; r < n(); ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
+                 testing::small_integer_as<T>(value_of(r, i)));
+    }
+  }
+  return wrong;
+}
+
+TEST_P(AllGather, ConcatenatesInRankOrder) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      EXPECT_EQ(wrong_after_all_gather<T>(group(), count, false), 0u) << "count " << count;
+      EXPECT_EQ(wrong_after_all_gather<T>(group(), count, true), 0u) << "in place " << count;
+    }
+  });
+}
+
+TEST_P(AllGather, InPiecesWhenLongerThanOneMessage) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : {kSmallMessage / sizeof(T) + 1, std::size_t{1001}}) {
+      EXPECT_EQ(wrong_after_all_gather<T>(small_messages(), count, false), 0u) << count;
+      EXPECT_EQ(wrong_after_all_gather<T>(small_messages(), count, true), 0u) << count;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGather, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+TEST(Barrier, NoRankLeavesBeforeEveryRankEntered) {
+  using Clock = std::chrono::steady_clock;
+  std::this_thread::sleep_for(std::chrono::milliseconds(30 * me()));
+  const std::int64_t entered = Clock::now().time_since_epoch().count();
+  group().barrier();
+  const std::int64_t left_at = Clock::now().time_since_epoch().count();
+  std::vector<std::int64_t> entries(static_cast<std::size_t>(n()));
+  group().all_gather(std::span<const std::int64_t>(&entered, 1), std::span(entries));
+  for (std::int64_t e : entries) EXPECT_LE(e, left_at);
+}
+
+std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
+  std::vector<std::byte> bytes(size);
+  for (std::size_t i = 0; i < size; ++i) {
+    bytes[i] = static_cast<std::byte>((i * 31 + static_cast<std::size_t>(sender) * 7 + tag) & 0xff);
+  }
+  return bytes;
+}
+
+TEST(SendRecv, EveryRankSendsRightBeforeReceivingFromLeft) {
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1} << 20}) {
+    group().send_bytes(right(), 1, pattern(me(), size, 1));
+    EXPECT_EQ(group().recv_bytes(left(), 1), pattern(left(), size, 1)) << size;
+  }
+}
+
+TEST(SendRecv, TagsReceivedOutOfOrderAndFifoWithinATag) {
+  for (Tag tag : {5u, 9u, kMaxTag, 0u}) {
+    for (std::size_t k = 0; k < 4; ++k) {
+      group().send_bytes(right(), tag, pattern(me(), 100 + k, tag));
+    }
+  }
+  for (Tag tag : {kMaxTag, 0u, 9u, 5u}) {
+    for (std::size_t k = 0; k < 4; ++k) {
+      EXPECT_EQ(group().recv_bytes(left(), tag), pattern(left(), 100 + k, tag)) << tag;
+    }
+  }
+}
+
+TEST(SendRecv, ToSelfAndToEveryRank) {
+  for (int peer = 0; peer < n(); ++peer) group().send_bytes(peer, 11, pattern(me(), 64, 11));
+  for (int peer = 0; peer < n(); ++peer) {
+    EXPECT_EQ(group().recv_bytes(peer, 11), pattern(peer, 64, 11));
+  }
+}
+
+TEST(SendRecv, LongMessagesInPartsKeepFifoWithShortOnes) {
+  // Around the split point (256 bytes including the kind byte) and well past it.
+  const std::vector<std::size_t> sizes = {0, 1, 254, 255, 256, 257, 511, 512, 10000, 3};
+  for (std::size_t size : sizes) small_messages().send_bytes(right(), 21, pattern(me(), size, 21));
+  for (std::size_t size : sizes) {
+    EXPECT_EQ(small_messages().recv_bytes(left(), 21), pattern(left(), size, 21)) << size;
+  }
+}
+
+TEST(SendRecv, ConcurrentReceiversOnOneTagGetWholeMessages) {
+  // Two threads take long (split) messages from the same peer and tag: each
+  // must get one whole message, never parts of both.
+  constexpr int kMessages = 6;
+  for (int k = 0; k < kMessages; ++k) {
+    small_messages().send_bytes(right(), 22, pattern(me(), 1000, 22));
+  }
+  auto take_half = [] {
+    std::size_t good = 0;
+    for (int k = 0; k < kMessages / 2; ++k) {
+      good += small_messages().recv_bytes(left(), 22) == pattern(left(), 1000, 22);
+    }
+    return good;
+  };
+  auto other = std::async(std::launch::async, take_half);
+  const std::size_t good = take_half() + other.get();
+  EXPECT_EQ(good, static_cast<std::size_t>(kMessages));
+}
+
+TEST(SendRecv, PointToPointOnOneThreadWhileCollectivesRunOnAnother) {
+  constexpr int kRounds = 50;
+  auto collectives = std::async(std::launch::async, [] {
+    int wrong = 0;
+    for (int round = 0; round < kRounds; ++round) {
+      std::vector<std::int32_t> v(static_cast<std::size_t>(round + 1), me());
+      group().all_sum(std::span(v));
+      wrong += v.back() != n() * (n() - 1) / 2;
+    }
+    return wrong;
+  });
+  for (int round = 0; round < kRounds; ++round) {
+    const auto size = static_cast<std::size_t>(round * 97);
+    group().send_bytes(right(), 3, pattern(me(), size, 3));
+    EXPECT_EQ(group().recv_bytes(left(), 3), pattern(left(), size, 3)) << round;
+  }
+  EXPECT_EQ(collectives.get(), 0);
+}
+
+TEST(SendRecv, AReceiverDoesNotWaitForTheSendersNextCall) {
+  // Rank 0 sends a long message and then computes, calling nothing; rank 1's
+  // receive must finish anyway (over TCP, rlx's progress thread moves it).
+  using Clock = std::chrono::steady_clock;
+  constexpr auto kBusy = std::chrono::milliseconds(2000);
+  const std::size_t size = std::size_t{8} << 20;
+  group().barrier();
+  if (me() == 0) {
+    group().send_bytes(1, 31, pattern(0, size, 31));
+    std::this_thread::sleep_for(kBusy);
+  } else if (me() == 1) {
+    const auto start = Clock::now();
+    EXPECT_EQ(group().recv_bytes(0, 31), pattern(0, size, 31));
+    EXPECT_LT(Clock::now() - start, kBusy * 3 / 4);
+  }
+  group().barrier();
+}
+
+TEST(SendRecv, NeverMatchesTheProgramsOwnMpiTraffic) {
+  // The program sends on MPI_COMM_WORLD with the same tag rlx uses.
+  const int theirs = 1000 + me();
+  MPI_Request request;
+  MPI_Isend(&theirs, 1, MPI_INT, right(), 5, MPI_COMM_WORLD, &request);
+  group().send_bytes(right(), 5, pattern(me(), 9, 5));
+  EXPECT_EQ(group().recv_bytes(left(), 5), pattern(left(), 9, 5));
+  int got = -1;
+  MPI_Recv(&got, 1, MPI_INT, left(), 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  MPI_Wait(&request, MPI_STATUS_IGNORE);
+  EXPECT_EQ(got, 1000 + left());
+}
+
+TEST(SendRecv, BadTagOrPeerIsAnInvalidArgument) {
+  try {
+    group().send_bytes(right(), kMaxTag + 1, {});
+    ADD_FAILURE() << "no error";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+  }
+  try {
+    (void)group().recv_bytes(n(), 0);
+    ADD_FAILURE() << "no error";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+  }
+}
+
+// Only under RLX_TIMEOUT_S=1 (ctest mpi_recv_timeout_*): other runs skip it.
+TEST(RecvTimeout, ANeverSentMessageTimesOutNamingThePeer) {
+  if (group().timeout() != std::chrono::seconds(1)) GTEST_SKIP() << "needs RLX_TIMEOUT_S=1";
+  if (me() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      (void)group().recv_bytes(1, 77);
+      ADD_FAILURE() << "no error";
+    } catch (const CollectiveError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::timeout);
+      EXPECT_EQ(error.peer(), 1);
+      EXPECT_EQ(error.rank(), 0);
+      EXPECT_EQ(error.operation(), "recv_bytes");
+      EXPECT_NE(std::string(error.what()).find("tag 77"), std::string::npos) << error.what();
+    }
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_GE(waited, std::chrono::milliseconds(990));
+    EXPECT_LT(waited, std::chrono::seconds(10));
+    for (int peer = 1; peer < n(); ++peer) group().send_bytes(peer, 78, {});
+  } else {
+    // Wait for rank 0 without a collective, which the 1 s deadline would abort.
+    for (int attempt = 0;; ++attempt) {
+      try {
+        (void)group().recv_bytes(0, 78);
+        break;
+      } catch (const CollectiveError& error) {
+        ASSERT_LT(attempt, 60) << error.what();
+      }
+    }
+  }
+  // The transport still works after a receive timed out.
+  if (me() == 1) group().send_bytes(0, 77, pattern(1, 5, 77));
+  if (me() == 0) {
+    EXPECT_EQ(group().recv_bytes(1, 77), pattern(1, 5, 77));
+  }
+  group().barrier();
+}
+
+TEST(Watchdog, FiresForACallThatOutlivesTheTimeout) {
+  std::promise<mpi::WatchedCall> fired;
+  mpi::Watchdog watchdog(std::chrono::milliseconds(100),
+                         [&](const mpi::WatchedCall& call, std::chrono::milliseconds waited) {
+                           EXPECT_GE(waited, std::chrono::milliseconds(100));
+                           fired.set_value(call);
+                         });
+  auto result = fired.get_future();
+  const auto start = std::chrono::steady_clock::now();
+  watchdog.arm({mpi::CollectiveKind::all_gather, ReduceOp::max, Dtype::bf16, 12345});
+  ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+  const mpi::WatchedCall call = result.get();
+  EXPECT_EQ(call.kind, mpi::CollectiveKind::all_gather);
+  EXPECT_EQ(call.op, ReduceOp::max);
+  EXPECT_EQ(call.dtype, Dtype::bf16);
+  EXPECT_EQ(call.count, 12345u);
+}
+
+TEST(Watchdog, StaysQuietWhileEveryCallEndsInTime) {
+  bool fired = false;
+  mpi::Watchdog watchdog(std::chrono::milliseconds(50),
+                         [&](const mpi::WatchedCall&, std::chrono::milliseconds) { fired = true; });
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < end) {  // many short calls, one after another
+    mpi::WatchedScope scope(watchdog, {.kind = mpi::CollectiveKind::barrier});
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));  // and idle
+  watchdog.stop();
+  EXPECT_FALSE(fired);
+}
+
+// On ranks other than 0, prints only failures, each with the rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& result) override {
+    if (!result.failed()) return;
+    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
+                 result.file_name() ? result.file_name() : "?", result.line_number(),
+                 result.message());
+  }
+  void OnTestEnd(const ::testing::TestInfo& test) override {
+    if (test.result()->Failed()) {
+      std::fprintf(stderr, "[rank %d] FAILED %s.%s\n", rank_, test.test_suite_name(), test.name());
+    }
+  }
+
+ private:
+  int rank_;
+};
+
+}  // namespace
+}  // namespace rlx
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  try {
+    rlx::the_group = rlx::init();
+  } catch (const rlx::Error& error) {
+    std::fprintf(stderr, "mpi_transport_test: %s\n", error.what());
+    return 1;
+  }
+  auto& group = *rlx::the_group;
+  if (group.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new rlx::FailurePrinter(group.rank()));
+  } else {
+    std::printf("mpi_transport_test: %d ranks over %s\n", group.world_size(),
+                std::string(group.backend()).c_str());
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
+  // Every rank learns whether any rank failed, so the verdict is the job's.
+  group.all_reduce(std::span(&failed, 1), rlx::ReduceOp::max);
+  if (failed && group.rank() == 0) std::fprintf(stderr, "mpi_transport_test: a rank failed\n");
+  return failed;
+}
