@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launcher/hostfile.h"
 #include "launcher/local_process.h"
 #include "launcher/output.h"
 #include "transport/launch_env.h"
@@ -59,7 +60,7 @@ bool is_rlx_variable(std::string_view entry) {
 // The launcher's environment without any RLX_ settings of an enclosing job,
 // then this rank's, then the user's --env (which win).
 std::vector<std::string> rank_environment(const Options& options, int rank,
-                                          const std::string& token,
+                                          const Placement& placement, const std::string& token,
                                           const std::string& coordinator) {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -70,8 +71,8 @@ std::vector<std::string> rank_environment(const Options& options, int rank,
   };
   set(launch_env::kRank, std::to_string(rank));
   set(launch_env::kWorldSize, std::to_string(options.num_ranks));
-  set(launch_env::kLocalRank, std::to_string(rank));
-  set(launch_env::kLocalSize, std::to_string(options.num_ranks));
+  set(launch_env::kLocalRank, std::to_string(placement.local_rank));
+  set(launch_env::kLocalSize, std::to_string(placement.local_size));
   set(launch_env::kBackend, options.backend);
   set(launch_env::kJobToken, token);
   set(launch_env::kCoordinator, coordinator);
@@ -82,6 +83,25 @@ std::vector<std::string> rank_environment(const Options& options, int rank,
   }
   return env;
 }
+
+}  // namespace
+
+std::vector<Placement> plan_placement(const Options& options) {
+  std::vector<HostSlots> hosts{{"localhost", options.num_ranks, std::nullopt}};
+  if (!options.hostfile.empty()) hosts = read_hostfile(options.hostfile);
+  if (!options.host_list.empty()) hosts = parse_host_list(options.host_list);
+  auto placed = place_ranks(hosts, options.num_ranks, options.oversubscribe);
+  for (const auto& p : placed) {
+    if (!is_local_host(p.host)) {
+      throw std::runtime_error("rank placement needs host '" + p.host +
+                               "', but starting ranks on other hosts over ssh is not available "
+                               "yet; use mpirun for multi-host jobs");
+    }
+  }
+  return placed;
+}
+
+namespace {
 
 std::string describe_status(int status) {
   if (WIFSIGNALED(status)) {
@@ -115,7 +135,8 @@ struct RankState {
 
 class Job {
  public:
-  explicit Job(const Options& options) : options_(options) {}
+  Job(const Options& options, std::vector<Placement> placements)
+      : options_(options), placements_(std::move(placements)) {}
   int run();
 
  private:
@@ -132,6 +153,7 @@ class Job {
   bool output_open() const;
 
   const Options& options_;
+  const std::vector<Placement> placements_;
   std::unique_ptr<rendezvous::Server> rendezvous_;
   std::vector<RankState> ranks_;
   int signal_fd_ = -1;
@@ -174,7 +196,8 @@ void Job::start_ranks() {
     state.rank = r;
     const ChildProcess child =
         spawn_local({.argv = options_.program,
-                     .environment = rank_environment(options_, r, token, coordinator),
+                     .environment = rank_environment(
+                         options_, r, placements_[static_cast<std::size_t>(r)], token, coordinator),
                      .cwd = options_.cwd,
                      .inherit_stdin = r == 0});
     state.pid = child.pid;
@@ -325,13 +348,17 @@ bool Job::output_open() const {
 
 }  // namespace
 
-int run_job(const Options& options) { return Job(options).run(); }
+int run_job(const Options& options, const std::vector<Placement>& placements) {
+  return Job(options, placements).run();
+}
 
-void print_dry_run(const Options& options) {
+void print_dry_run(const Options& options, const std::vector<Placement>& placed) {
   for (int r = 0; r < options.num_ranks; ++r) {
-    std::string line = "rank " + std::to_string(r) + " on localhost:";
+    const Placement& where = placed[static_cast<std::size_t>(r)];
+    std::string line = "rank " + std::to_string(r) + " on " + where.host + ":";
     if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
-    for (const auto& entry : rank_environment(options, r, "<secret>", "<rlxrun's address>")) {
+    for (const auto& entry :
+         rank_environment(options, r, where, "<secret>", "<rlxrun's address>")) {
       if (is_rlx_variable(entry)) line += " " + entry;
     }
     for (const auto& arg : options.program) line += " " + arg;

@@ -25,12 +25,19 @@ int main(int argc, char** argv) {
     std::printf("rlxrun (rlx) %s\n", RLX_VERSION_STRING);
     return 0;
   }
+  std::vector<rlx::launcher::Placement> placements;
+  try {
+    placements = plan_placement(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "rlxrun: %s\n", error.what());
+    return 2;
+  }
   if (options.dry_run) {
-    print_dry_run(options);
+    print_dry_run(options, placements);
     return 0;
   }
   try {
-    return run_job(options);
+    return run_job(options, placements);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "rlxrun: %s\n", error.what());
     return 1;

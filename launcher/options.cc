@@ -83,6 +83,8 @@ bool take_switch(ArgReader& reader, Options& options) {
     options.tag_output = true;
   } else if (reader.take_flag("--no-tag-output")) {
     options.tag_output = false;
+  } else if (reader.take_flag("--oversubscribe")) {
+    options.oversubscribe = true;
   } else {
     return false;
   }
@@ -107,6 +109,10 @@ bool take_valued(ArgReader& reader, Options& options) {
     options.cwd = reader.value_of("--cwd");
   } else if (reader.take_flag("--output-dir")) {
     options.output_dir = reader.value_of("--output-dir");
+  } else if (reader.take_flag("--hostfile")) {
+    options.hostfile = reader.value_of("--hostfile");
+  } else if (reader.take_flag("-H") || reader.take_flag("--host")) {
+    options.host_list = reader.value_of("-H");
   } else {
     return false;
   }
@@ -132,6 +138,9 @@ Options parse_options(const std::vector<std::string>& args) {
   if (options.show_help || options.show_version) return options;
   if (options.num_ranks == 0) throw UsageError("-n N is required: how many ranks to start");
   if (options.program.empty()) throw UsageError("no program given: rlxrun -n N PROGRAM [ARGS...]");
+  if (!options.hostfile.empty() && !options.host_list.empty()) {
+    throw UsageError("give either --hostfile or -H, not both");
+  }
   return options;
 }
 
@@ -140,7 +149,7 @@ const char* usage_text() {
     rlxrun - start an rlx job of N ranks
 
 SYNOPSIS
-    rlxrun -n N [OPTIONS] [--] PROGRAM [ARGS...]
+    rlxrun -n N [--hostfile FILE | -H host[:slots],...] [OPTIONS] [--] PROGRAM [ARGS...]
 
 DESCRIPTION
     Starts N copies of PROGRAM on this machine, each with the environment that
@@ -155,6 +164,10 @@ DESCRIPTION
 OPTIONS
     -n, -np N            number of ranks (required)
     --backend B          tcp (default), verbs or any: sets RLX_BACKEND
+    --hostfile FILE      hosts and slots: Open MPI's format (host slots=N max_slots=M)
+                         or MLX's JSON host list; see hostfiles/ for examples
+    -H, --host LIST      hosts and slots on the command line: node1:2,node2:4
+    --oversubscribe      allow more ranks than slots (never more than max_slots)
     --ifname IF          network interface the ranks listen on: sets RLX_IFNAME
     --timeout S          end the job after S seconds, naming the ranks still running
     --env, -x K=V        set K=V in every rank's environment (repeatable)
@@ -167,6 +180,11 @@ OPTIONS
     --version            rlxrun's version
 
     stdin goes to rank 0; the other ranks read /dev/null.
+
+    Without --hostfile or -H every rank runs on this machine. Ranks fill each
+    host's slots in order. Hosts that are this machine (localhost, its name,
+    its addresses) are started directly; starting ranks on other hosts over
+    ssh is not available yet: use mpirun for multi-host jobs.
 
 EXIT STATUS
     0 when every rank exits 0; otherwise the status of the first rank that

@@ -25,6 +25,9 @@ struct Options {
   std::string cwd;
   bool tag_output = true;
   std::string output_dir;
+  std::string hostfile;   // --hostfile
+  std::string host_list;  // -H h1:2,h2
+  bool oversubscribe = false;
   bool dry_run = false;
   bool show_help = false;
   bool show_version = false;

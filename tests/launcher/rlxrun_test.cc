@@ -147,5 +147,32 @@ TEST_F(Rlxrun, BadCommandLinesExitTwoSayingWhy) {
   EXPECT_NE(missing.err.find("No such file or directory"), std::string::npos) << missing.err;
 }
 
+TEST_F(Rlxrun, HostListsPlaceRanksBySlotsAndSetLocalRanks) {
+  Subprocess job({RLXRUN, "-n", "3", "-H", "localhost:2,127.0.0.1", "sh", "-c",
+                  "echo at $RLX_RANK $RLX_LOCAL_RANK/$RLX_LOCAL_SIZE"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.out.find("[0] at 0 0/2"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("[1] at 1 1/2"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("[2] at 2 0/1"), std::string::npos) << f.out;
+}
+
+TEST_F(Rlxrun, BrokenHostfilesAndTooFewSlotsExitTwoNamingTheProblem) {
+  const fs::path hostfile = pids_dir_ / "hosts";
+  std::ofstream(hostfile) << "localhost slots=2\nlocalhost slots=two\n";
+  const Finished broken =
+      Subprocess({RLXRUN, "-n", "2", "--hostfile", hostfile.string(), "true"}).wait(10s);
+  EXPECT_EQ(broken.exit_code(), 2);
+  EXPECT_NE(broken.err.find(hostfile.string() + ":2: 'slots=two'"), std::string::npos)
+      << broken.err;
+  const Finished full = Subprocess({RLXRUN, "-n", "3", "-H", "localhost:2", "true"}).wait(10s);
+  EXPECT_EQ(full.exit_code(), 2);
+  EXPECT_NE(full.err.find("--oversubscribe"), std::string::npos) << full.err;
+  EXPECT_EQ(Subprocess({RLXRUN, "-n", "3", "-H", "localhost:2", "--oversubscribe", "true"})
+                .wait(10s)
+                .exit_code(),
+            0);
+}
+
 }  // namespace
 }  // namespace rlx::testing
