@@ -69,6 +69,23 @@ Hello decode_hello(std::span<const std::byte, kHelloBytes> bytes) {
   return hello;
 }
 
+std::string refusal_reason(const Hello& hello, int rank, int world_size,
+                           std::uint32_t max_connection) {
+  if (hello.world_size != static_cast<std::uint32_t>(world_size)) {
+    return "it belongs to a world of " + std::to_string(hello.world_size) + " ranks";
+  }
+  if (hello.to_rank != static_cast<std::uint32_t>(rank)) {
+    return "it asked for rank " + std::to_string(hello.to_rank);
+  }
+  if (hello.from_rank <= static_cast<std::uint32_t>(rank) ||
+      hello.from_rank >= static_cast<std::uint32_t>(world_size) ||
+      hello.connection > max_connection) {
+    return "no connection " + std::to_string(hello.connection) + " from rank " +
+           std::to_string(hello.from_rank) + " is expected";
+  }
+  return {};
+}
+
 std::array<std::byte, kChallengeBytes> encode_challenge(const Challenge& challenge) {
   wire::ByteWriter w;
   w.u32(kChallengeMagic);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "transport/auth.h"
@@ -38,6 +39,12 @@ inline constexpr std::size_t kWelcomeBytes = 4;
 std::array<std::byte, kHelloBytes> encode_hello(const Hello& hello);
 // Throws wire::DecodeError: bad magic, another protocol version, reserved bits.
 Hello decode_hello(std::span<const std::byte, kHelloBytes> bytes);
+
+// Why an acceptor (rank `rank` of `world_size`, taking connections
+// 0..max_connection from higher ranks) refuses `hello`; empty when it may
+// proceed to the challenge. Shared by every transport that uses this handshake.
+std::string refusal_reason(const Hello& hello, int rank, int world_size,
+                           std::uint32_t max_connection);
 
 struct Challenge {
   auth::Nonce nonce{};

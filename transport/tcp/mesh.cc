@@ -75,30 +75,17 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
-  // Why this hello cannot be accepted, or empty.
-  std::string check_hello(const Hello& h) {
-    if (h.world_size != static_cast<std::uint32_t>(spec.world_size)) {
-      return "it belongs to a world of " + std::to_string(h.world_size) + " ranks";
-    }
-    if (h.to_rank != static_cast<std::uint32_t>(spec.rank)) {
-      return "it asked for rank " + std::to_string(h.to_rank);
-    }
-    if (h.from_rank <= static_cast<std::uint32_t>(spec.rank) ||
-        h.from_rank >= static_cast<std::uint32_t>(spec.world_size) ||
-        h.connection > static_cast<std::uint32_t>(spec.lanes)) {
-      return "no connection " + std::to_string(h.connection) + " from rank " +
-             std::to_string(h.from_rank) + " is expected";
-    }
-    return {};
-  }
-
   void on_hello(const SessionPtr& s) {
     try {
       s->hello = decode_hello(s->hello_bytes);
     } catch (const wire::DecodeError& error) {
       return drop(s, error.what());
     }
-    if (auto why = check_hello(s->hello); !why.empty()) return drop(s, why);
+    if (auto why = refusal_reason(s->hello, spec.rank, spec.world_size,
+                                  static_cast<std::uint32_t>(spec.lanes));
+        !why.empty()) {
+      return drop(s, why);
+    }
     s->challenge = encode_challenge({s->nonce, acceptor_mac(spec.token, s->hello_bytes, s->nonce)});
     asio::async_write(s->socket, asio::buffer(s->challenge),
                       [self = shared_from_this(), s](auto ec, std::size_t) {

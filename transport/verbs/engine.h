@@ -1,0 +1,147 @@
+// The data path of the verbs transport: credits, eager buffers, rings and the
+// completion queue, for every peer.
+//
+// Per peer there is one RC queue pair carrying two independent streams
+// (point-to-point messages and collective steps):
+//  * small messages go eager: one SEND of header and payload into a receive
+//    buffer the peer pre-posted (inline when the device allows);
+//  * large messages and every collective step go as RDMA WRITE_WITH_IMM
+//    chunks into the peer's registered ring, each chunk with its own header;
+//    the immediate names the stream and slot.
+// Credits (cumulative counts carried by every header, or by a credit-only
+// SEND) say how many receive buffers and ring slots the reader has freed, so
+// a writer never overruns either. All memory is allocated and registered once.
+//
+// Threads: one mutex guards everything here. Callers drive progress
+// themselves while they wait (a short bounded spin polling the CQ), then
+// sleep on a condition variable; the progress thread keeps completions,
+// rdma_cm events and early messages moving when nobody waits, blocking on the
+// completion channel with a timeout when idle. Every wait has a deadline.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/links.h"
+#include "transport/mailbox.h"
+#include "transport/socket_io.h"
+#include "transport/tcp/failure_latch.h"
+#include "transport/verbs/connection_manager.h"
+#include "transport/verbs/device.h"
+#include "transport/verbs/packet.h"
+
+struct ibv_wc;
+
+namespace rlx::verbs {
+
+class Engine {
+ public:
+  struct Spec {
+    int rank = 0;
+    int world_size = 1;
+    std::chrono::milliseconds timeout{0};
+  };
+
+  // Allocates and registers every buffer for every peer. Throws CollectiveError.
+  Engine(Spec spec, Device& device, Mailbox& mailbox, tcp::FailureLatch& latch);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // The queue pair shape the engine needs, and the CQ size for `world_size` ranks.
+  static QueueShape queue_shape();
+  static int cq_entries(int world_size);
+
+  // ConnectionManager hooks (called with the engine's lock held, see run_locked).
+  RingInfo local_ring(int peer) const;
+  void post_receives(int peer, ibv_qp* qp);
+  void on_ready(const PeerLink& link);
+  void on_lost(int peer, const std::string& why);
+  void set_handshake_handler(std::function<void(const ibv_wc&)> handler);
+
+  // Runs `fn` under the lock, then polls the CQ once: the setup loop's step.
+  void run_locked(const std::function<void()>& fn);
+  // Starts the progress thread; `cm_events` handles rdma_cm events on `cm_fd`.
+  void start(int cm_fd, std::function<void()> cm_events);
+  void stop();
+
+  void send_message(int to, Tag tag, std::span<const std::byte> payload);
+  std::vector<std::byte> receive_message(int from, Tag tag);
+  void exchange(const CollectiveCall& call, std::uint32_t step, std::span<const StepSend> sends,
+                std::span<const StepRecv> recvs);
+  // Tells every peer this rank is leaving and waits briefly for theirs.
+  void close();
+
+ private:
+  struct Peer;
+  struct Held;
+  struct SendState {
+    Peer* peer;
+    tcp::FrameHeader frame;
+    std::span<const std::byte> payload;
+    std::size_t offset;
+    bool started;
+  };
+
+  template <class Done>
+  bool drive(std::unique_lock<std::mutex>& lock, Deadline deadline, bool check_latch, Done done);
+  bool poll_completions();
+  void dispatch(const ibv_wc& wc);
+  void on_recv(Peer& p, const ibv_wc& wc, std::uint32_t index);
+  void on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index);
+  void on_chunk(Peer& p, std::uint32_t imm, std::uint32_t bytes);
+  void on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data, std::size_t bytes);
+  void consume_held(Peer& p);
+  void on_send_done(Peer& p, const ibv_wc& wc, std::uint32_t kind, std::uint32_t index);
+  void completion_failed(Peer& p, std::uint32_t kind, const ibv_wc& wc, std::size_t bytes);
+  void deliver(Peer& p, Tag tag, std::vector<std::byte> message);
+  void apply_credits(Peer& p, const Credits& credits);
+  void repost(Peer& p, std::uint32_t index);
+  void flush_credits();
+
+  bool can_post_eager(const Peer& p, bool control) const;
+  bool can_post_chunk(const Peer& p, Stream stream) const;
+  bool post_eager(Peer& p, PacketType type, const tcp::FrameHeader& frame,
+                  std::span<const std::byte> payload, bool control);
+  void post_chunk(Peer& p, Stream stream, const tcp::FrameHeader& frame, std::uint64_t offset,
+                  std::span<const std::byte> payload);
+  Credits take_credits(Peer& p);
+  void progress_sends();
+
+  Peer& peer(int rank, std::string_view operation);
+  ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
+  // Records the transport's first fatal error; `tell_peers` sends it to every
+  // other rank first (an abort). Lock held.
+  void fail(const CollectiveError& error, bool tell_peers);
+  void violation(Peer& p, const std::string& what);
+  [[noreturn]] void fail_and_throw(const CollectiveError& error, bool tell_peers);
+  std::string pending_description() const;
+  void run();
+
+  Spec spec_;
+  Device& device_;
+  Mailbox& mailbox_;
+  tcp::FailureLatch& latch_;
+  std::unique_ptr<RegisteredMemory> local_;  // receive, send and staging buffers
+  std::unique_ptr<RegisteredMemory> ring_;   // remote-writable ring slots
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::function<void(const ibv_wc&)> handshake_;
+
+  std::mutex mutex_;
+  std::condition_variable progressed_;
+  std::vector<SendState> sends_;  // the current collective step's, reused
+  bool closing_ = false;
+
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  int stop_fd_ = -1;
+  int cm_fd_ = -1;
+  std::function<void()> cm_events_;
+};
+
+}  // namespace rlx::verbs
