@@ -9,6 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev  # the Gloo peer in bench/compare
   "$@"
 )
 

@@ -388,7 +388,9 @@ std::vector<std::byte> MpiTransport::do_recv_bytes(int from, Tag tag) {
   const auto deadline = Clock::now() + timeout();
   Backoff backoff;
   for (;;) {
-    std::unique_lock lock(probe_mutex_, deadline);
+    // Polled, not a timed lock: the holder may be taking a long message's
+    // parts, and this loop already backs off and checks the deadline.
+    std::unique_lock lock(probe_mutex_, std::try_to_lock);
     if (lock.owns_lock()) {
       int found = 0;
       MPI_Message message = MPI_MESSAGE_NULL;
@@ -412,7 +414,7 @@ std::vector<std::byte> MpiTransport::do_recv_bytes(int from, Tag tag) {
 
 std::vector<std::byte> MpiTransport::receive_matched(MPI_Message& message, const MPI_Status& status,
                                                      int from, Tag tag, Clock::time_point deadline,
-                                                     std::unique_lock<std::timed_mutex>& lock) {
+                                                     std::unique_lock<std::mutex>& lock) {
   int count = 0;
   MPI_Get_count(&status, MPI_BYTE, &count);
   count = std::max(count, 0);

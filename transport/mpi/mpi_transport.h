@@ -134,7 +134,7 @@ class MpiTransport final : public Transport, private Releasable {
   // Receives the message MPI_Improbe matched; `lock` is probe_mutex_'s.
   std::vector<std::byte> receive_matched(MPI_Message& message, const MPI_Status& status, int from,
                                          Tag tag, Clock::time_point deadline,
-                                         std::unique_lock<std::timed_mutex>& lock);
+                                         std::unique_lock<std::mutex>& lock);
   std::vector<std::byte> receive_parts(std::span<const std::byte> header, int from, Tag tag,
                                        Clock::time_point deadline, const ErrorSite& where);
   // One MPI_Allreduce of at most max_message_bytes, under the watchdog.
@@ -151,7 +151,7 @@ class MpiTransport final : public Transport, private Releasable {
   std::mutex send_mutex_;  // pending_ and the order of a message's parts
   std::list<PendingSend> pending_;
   std::atomic<std::size_t> pending_count_{0};
-  std::timed_mutex probe_mutex_;
+  std::mutex probe_mutex_;
 
   std::mutex progress_mutex_;
   std::condition_variable progress_wake_;
