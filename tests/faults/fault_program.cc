@@ -1,5 +1,6 @@
 // One rank of a job that goes wrong on purpose; tests/faults/faults_test.cc
-// runs N of these and checks what each rank reports.
+// (and tests/verbs/verbs_faults_test.cc, over RDMA) run N of these and check
+// what each rank reports.
 //
 //   fault_program mismatch_size   rank 1 all_sums fewer elements than the rest
 //   fault_program mismatch_kind   rank 0 enters a barrier, the rest an all_sum
@@ -66,7 +67,8 @@ bool steady(rlx::Transport& group) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  auto group = rlx::init("tcp", /*strict=*/true);
+  // RLX_BACKEND picks the transport (tcp unless set): the same cases run over verbs.
+  auto group = rlx::init("any", /*strict=*/true);
   const int rank = group->rank(), last = group->world_size() - 1;
   std::vector<float> data(rank == 1 && mode == "mismatch_size" ? 1000 : 2000, 1.0f);
   bool ok = false;

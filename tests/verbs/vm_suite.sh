@@ -1,0 +1,28 @@
+#!/bin/bash
+# Inside the RDMA VM (run by run_in_vm.sh): every verbs check of the test
+# suite in one boot, since a boot costs tens of seconds under TCG.
+#  * the conformance suite over verbs with 2 ranks (RLX_IFNAME=dummy0, the
+#    rxe device's interface) and 3 ranks (address chosen automatically: the
+#    coordinator is on loopback, which has no RDMA device);
+#  * the fault cases: mismatches, a killed peer, a receive timeout, strangers.
+# Prints one line per check and the log of any that failed.
+set -u
+status=0
+run() {
+  local name=$1
+  shift
+  local start=$SECONDS rc=0
+  "$@" >"$name.log" 2>&1 || rc=$?
+  if ((rc == 0)) && grep -q "FAILED" "$name.log"; then rc=1; fi
+  echo "[$name] exit $rc after $((SECONDS - start)) s"
+  if ((rc != 0)); then
+    status=1
+    tail -n 60 "$name.log"
+  fi
+}
+run conformance_verbs_n2 ./rlxrun -n 2 --backend verbs --ifname dummy0 --timeout 200 \
+  --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
+run conformance_verbs_n3 ./rlxrun -n 3 --backend verbs --timeout 200 \
+  --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
+run verbs_faults ./verbs_faults_test --gtest_brief=1
+exit $status
