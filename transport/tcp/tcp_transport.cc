@@ -123,8 +123,9 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
       lanes[peer].push_back(std::move(mine[lane]));
     }
   }
-  links_ = std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), latch_,
-                                       [this](const CollectiveError& e) { fail(e, true); });
+  const auto spin = LaneLinks::spin_for_host(env_.local_size.value_or(world_size()));
+  links_ = std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), spin,
+                                       latch_, [this](const CollectiveError& e) { fail(e, true); });
   for (auto& channel : channels_) {
     if (channel) channel->start();
   }
