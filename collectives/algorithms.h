@@ -32,6 +32,11 @@ void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan 
 void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
                        ElementSpan output);
 
+// `input` holds n blocks of call.count elements; `output` receives the
+// reduction of every rank's block `rank`. Runs the ring in links.scratch(),
+// so neither buffer is modified beyond `output`.
+void reduce_scatter(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                    ElementSpan output);
 // `data` holds n blocks of call.count elements; afterwards block `rank` holds
 // the reduction of every rank's block `rank` (the other blocks are scratch).
 void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data);

@@ -14,6 +14,7 @@ namespace {
 
 constexpr const char* kAllReduce = "collective.all_reduce";
 constexpr const char* kAllGather = "collective.all_gather";
+constexpr const char* kReduceScatter = "collective.reduce_scatter";
 
 // Groups by id; id 0 is the default group (unset until rlx::init sets it).
 struct GroupTable {
@@ -77,6 +78,16 @@ Shape gathered_shape(const Shape& shape, int world_size, std::string_view op) {
   return out;
 }
 
+Shape scattered_shape(const Shape& shape, int world_size, std::string_view op) {
+  if (shape.empty() || shape[0] % world_size != 0) {
+    throw ShapeError(std::string(op) + ": axis 0 of " + to_string(shape) +
+                     " must divide by the group size " + std::to_string(world_size));
+  }
+  Shape out = shape;
+  out[0] /= world_size;
+  return out;
+}
+
 Array all_reduce_kernel(std::span<const Array> inputs, std::string_view text) {
   const Attrs attrs = parse_attrs(text, kAllReduce, true);
   auto group = group_at(attrs.group, kAllReduce);
@@ -110,6 +121,29 @@ Array all_gather_kernel(std::span<const Array> inputs, std::string_view text) {
       });
 }
 
+Array reduce_scatter_kernel(std::span<const Array> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kReduceScatter, true);
+  auto group = group_at(attrs.group, kReduceScatter);
+  const Array& x = inputs[0];
+  Shape shape = scattered_shape(x.shape(), group->world_size(), kReduceScatter);
+  if (group->world_size() == 1) return x;
+  return make_custom(
+      kReduceScatter, std::move(shape), x.dtype(), {x},
+      [group, op = attrs.op](std::span<const Array> in, Array& out) {
+        group->reduce_scatter(
+            ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
+                             in[0].dtype()},
+            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()},
+            op);
+      });
+}
+
+Shape reduce_scatter_shape(std::span<const Shape> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kReduceScatter, true);
+  return scattered_shape(inputs[0], group_at(attrs.group, kReduceScatter)->world_size(),
+                         kReduceScatter);
+}
+
 Shape same_shape(std::span<const Shape> inputs, std::string_view text) {
   parse_attrs(text, kAllReduce, true);
   return inputs[0];
@@ -128,7 +162,10 @@ void register_collective_ops() {
     register_op_extension({.name = kAllReduce, .num_inputs = 1, .infer_shape = same_shape});
     register_op_extension({.name = kAllGather, .num_inputs = 1, .infer_shape = all_gather_shape});
     register_array_kernel(kAllReduce, all_reduce_kernel);
+    register_op_extension(
+        {.name = kReduceScatter, .num_inputs = 1, .infer_shape = reduce_scatter_shape});
     register_array_kernel(kAllGather, all_gather_kernel);
+    register_array_kernel(kReduceScatter, reduce_scatter_kernel);
   });
 }
 
@@ -168,6 +205,13 @@ Array all_gather(const Array& x, std::shared_ptr<Transport> group) {
   const int id = group ? group_id(group) : 0;
   const Array inputs[] = {x};
   return find_array_kernel(kAllGather)->operator()(inputs, std::to_string(id));
+}
+
+Array reduce_scatter(const Array& x, ReduceOp op, std::shared_ptr<Transport> group) {
+  register_collective_ops();
+  const int id = group ? group_id(group) : 0;
+  const Array inputs[] = {x};
+  return find_array_kernel(kReduceScatter)->operator()(inputs, collective_attrs(op, id));
 }
 
 }  // namespace rlx::distributed

@@ -12,6 +12,7 @@
 //
 //   collective.all_reduce      same shape; attrs "sum|prod|min|max <group>"
 //   collective.all_gather      axis 0 multiplied by the group size; attrs "<group>"
+//   collective.reduce_scatter  axis 0 divided by the group size; attrs "sum|prod|min|max <group>"
 #pragma once
 
 #include <memory>
@@ -41,5 +42,9 @@ Array all_sum(const Array& x, std::shared_ptr<Transport> group = nullptr);
 Array all_reduce(const Array& x, ReduceOp op, std::shared_ptr<Transport> group = nullptr);
 // Concatenates every rank's x along axis 0, in rank order.
 Array all_gather(const Array& x, std::shared_ptr<Transport> group = nullptr);
+// Reduces x across ranks and returns this rank's slice of axis 0 (whose
+// length must divide by the group size): rows [rank * m, (rank + 1) * m).
+Array reduce_scatter(const Array& x, ReduceOp op = ReduceOp::sum,
+                     std::shared_ptr<Transport> group = nullptr);
 
 }  // namespace rlx::distributed

@@ -99,6 +99,31 @@ void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
   do_all_gather(input, output);
 }
 
+void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  const auto sizes = "input " + describe_elements(input.count, input.dtype) + ", output " +
+                     describe_elements(output.count, output.dtype);
+  if (input.dtype != output.dtype) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
+                          "input and output dtypes differ");
+  }
+  if (input.count != output.count * static_cast<std::size_t>(world_size_)) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
+                          "the input must hold world_size x output elements (" +
+                              std::to_string(output.count * world_size_) + ")");
+  }
+  if ((input.data == nullptr || output.data == nullptr) && output.count > 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
+                          "a buffer is null");
+  }
+  if (world_size_ == 1) {
+    if (output.count > 0 && input.data != output.data) {
+      std::memmove(output.data, input.data, output.bytes());
+    }
+    return;
+  }
+  do_reduce_scatter(input, output, op);
+}
+
 void Transport::barrier() {
   if (world_size_ == 1) return;
   do_barrier();

@@ -90,6 +90,11 @@ class Transport {
   // Concatenates every rank's `input` in rank order into `output`, which
   // holds world_size() * input.count elements of the same dtype.
   void all_gather(ConstElementSpan input, ElementSpan output);
+  // Reduces every rank's `input` elementwise and leaves block rank() of the
+  // result in `output`: `input` holds world_size() blocks of output.count
+  // elements (the reduce half of a ring all-reduce, as in ZeRO or sharded
+  // optimisers). Reduction rules as all_reduce.
+  void reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op);
   // Returns once every rank has entered the barrier.
   void barrier();
 
@@ -119,6 +124,7 @@ class Transport {
   // Only called with world_size() > 1 and validated arguments.
   virtual void do_all_reduce(ElementSpan data, ReduceOp op) = 0;
   virtual void do_all_gather(ConstElementSpan input, ElementSpan output) = 0;
+  virtual void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) = 0;
   virtual void do_barrier() = 0;
 
  private:

@@ -122,6 +122,44 @@ TEST_P(AllGather, ConcatenatesInRankOrder) {
 INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGather, ::testing::ValuesIn(kAllDtypes),
                          [](const auto& test) { return std::string(name_of(test.param)); });
 
+class ReduceScatter : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
+
+TEST_P(ReduceScatter, EachRankGetsItsBlockOfTheReduction) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t block :
+         {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{65537}}) {
+      const std::size_t total = block * static_cast<std::size_t>(n());
+      std::unique_ptr<T[]> input(new T[total + 1]), output(new T[block + 1]);
+      for (std::size_t i = 0; i < total; ++i)
+        input[i] = testing::small_integer_as<T>(value_of(me(), i));
+      group().reduce_scatter(ConstElementSpan{input.get(), total, dtype},
+                             ElementSpan{output.get(), block, dtype}, op);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < block; ++i) {
+        const std::size_t at = static_cast<std::size_t>(me()) * block + i;
+        T want = testing::small_integer_as<T>(value_of(0, at));
+        for (int r = 1; r < n(); ++r)
+          want =
+              testing::reference_combine(want, testing::small_integer_as<T>(value_of(r, at)), op);
+        if (!(output[i] == want)) ++wrong;
+      }
+      for (std::size_t i = 0; i < total; ++i)  // the input is left as it was
+        wrong += !(input[i] == testing::small_integer_as<T>(value_of(me(), i)));
+      EXPECT_EQ(wrong, 0u) << "block " << block;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, ReduceScatter,
+                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
+                                            ::testing::Values(ReduceOp::sum, ReduceOp::max)),
+                         [](const auto& test) {
+                           return std::string(name_of(std::get<0>(test.param))) + "_" +
+                                  std::string(name_of(std::get<1>(test.param)));
+                         });
+
 std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
   std::vector<std::byte> bytes(size);
   for (std::size_t i = 0; i < size; ++i) {

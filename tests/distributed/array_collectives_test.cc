@@ -57,6 +57,23 @@ TEST(ArrayCollectives, TensorParallelMatmulAllReduceGeluMatchesOneProcess) {
   expect_close(y, gelu(matmul(full_x(), full_w())), 1e-5);
 }
 
+TEST(ArrayCollectives, ReduceScatterGivesEachRankItsRowsOfTheSum) {
+  const int n = group()->world_size();
+  const std::int64_t rows_per_rank = 3;
+  // Rank r contributes (r + 1) * m where m is the same matrix on every rank.
+  const Array m = random_normal({rows_per_rank * n, kCols}, 0.0, 1.0, /*seed=*/13);
+  const Array mine = m * (group()->rank() + 1.0);
+  const Array part = distributed::reduce_scatter(mine);
+  ASSERT_EQ(part.shape(), (Shape{rows_per_rank, kCols}));
+  const std::int64_t first = group()->rank() * rows_per_rank;
+  const Array want = slice(m, {first, 0}, {first + rows_per_rank, kCols}) * (n * (n + 1) / 2.0);
+  expect_close(part, want, 1e-5);
+  if (n > 1) {  // every length divides by a group of one
+    EXPECT_THROW(distributed::reduce_scatter(full({rows_per_rank * n + 1, 2}, 1.0)), ShapeError);
+  }
+  EXPECT_THROW(distributed::reduce_scatter(full({}, 1.0)), ShapeError);
+}
+
 TEST(ArrayCollectives, InsideACompiledGraph) {
   const auto [begin, end] = my_inner();
   Graph graph;

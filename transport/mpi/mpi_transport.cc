@@ -107,6 +107,9 @@ std::string describe_call(const WatchedCall& call) {
       return describe_elements(call.count, call.dtype) + ", " + std::string(name_of(call.op));
     case CollectiveKind::all_gather:
       return describe_elements(call.count, call.dtype) + " per rank";
+    case CollectiveKind::reduce_scatter:
+      return describe_elements(call.count, call.dtype) + " per rank, " +
+             std::string(name_of(call.op));
     case CollectiveKind::barrier:
     case CollectiveKind::setup:
       break;
@@ -120,6 +123,8 @@ std::string_view mpi_call_of(CollectiveKind kind) {
       return "MPI_Allreduce";
     case CollectiveKind::all_gather:
       return "MPI_Allgather";
+    case CollectiveKind::reduce_scatter:
+      return "MPI_Reduce_scatter_block";
     case CollectiveKind::barrier:
       return "MPI_Barrier";
     case CollectiveKind::setup:
@@ -557,6 +562,30 @@ void MpiTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
   }
   if (code != MPI_SUCCESS) [[unlikely]] {
     throw break_with(mpi_error(code, site("all_gather", -1, describe_call(call)), "MPI_Allgather"));
+  }
+}
+
+void MpiTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  check_usable("reduce_scatter");
+  reap_sends();
+  const Reduction reduction = reduction_for(output.dtype, op);
+  const WatchedCall call{CollectiveKind::reduce_scatter, op, output.dtype, output.count};
+  if (output.count > piece_elements_[static_cast<std::size_t>(output.dtype)]) {
+    // MPI counts are ints: a block this large would need strided pieces.
+    throw CollectiveError(ErrorKind::invalid_argument,
+                          site("reduce_scatter", -1, describe_call(call)),
+                          "each rank's block exceeds what one MPI call can carry",
+                          "split the reduce_scatter into several calls");
+  }
+  int code = MPI_SUCCESS;
+  {
+    WatchedScope watch(watchdog_, call);
+    code = MPI_Reduce_scatter_block(input.data, output.data, static_cast<int>(output.count),
+                                    reduction.type, reduction.op, comm_);
+  }
+  if (code != MPI_SUCCESS) [[unlikely]] {
+    throw break_with(mpi_error(code, site("reduce_scatter", -1, describe_call(call)),
+                               "MPI_Reduce_scatter_block"));
   }
 }
 

@@ -96,6 +96,7 @@ class MpiTransport final : public Transport, private Releasable {
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
   void do_all_reduce(ElementSpan data, ReduceOp op) override;
   void do_all_gather(ConstElementSpan input, ElementSpan output) override;
+  void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
   void do_barrier() override;
 
  private:

@@ -22,6 +22,8 @@ std::string_view name_of(CollectiveKind kind) {
       return "all_reduce";
     case CollectiveKind::all_gather:
       return "all_gather";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
     case CollectiveKind::barrier:
       return "barrier";
     case CollectiveKind::setup:

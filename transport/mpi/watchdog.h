@@ -25,7 +25,7 @@
 
 namespace rlx::mpi {
 
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, barrier, setup };
+enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, barrier, setup };
 
 std::string_view name_of(CollectiveKind kind);
 

@@ -31,6 +31,7 @@ std::vector<std::byte> SingletonTransport::do_recv_bytes(int from, Tag tag) {
 // answers them), so these are unreachable by construction.
 void SingletonTransport::do_all_reduce(ElementSpan, ReduceOp) {}
 void SingletonTransport::do_all_gather(ConstElementSpan, ElementSpan) {}
+void SingletonTransport::do_reduce_scatter(ConstElementSpan, ElementSpan, ReduceOp) {}
 void SingletonTransport::do_barrier() {}
 
 }  // namespace rlx

@@ -232,6 +232,12 @@ void TcpTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
                   input, output);
 }
 
+void TcpTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  rlx::reduce_scatter(*links_,
+                      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
+                      input, output);
+}
+
 void TcpTransport::do_barrier() {
   barrier_dissemination(*links_, next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0));
 }

@@ -167,6 +167,12 @@ void VerbsTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
                   input, output);
 }
 
+void VerbsTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  rlx::reduce_scatter(*links_,
+                      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
+                      input, output);
+}
+
 void VerbsTransport::do_barrier() {
   barrier_dissemination(*links_, next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0));
 }
