@@ -13,24 +13,33 @@ bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message) {
   return true;
 }
 
+std::optional<std::vector<std::byte>> Mailbox::pop(int from, Tag tag) {
+  auto it = queues_.find(std::make_pair(from, tag));
+  if (it == queues_.end() || it->second.empty()) return std::nullopt;
+  std::vector<std::byte> message = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) queues_.erase(it);
+  held_bytes_ -= message.size();
+  return message;
+}
+
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  const auto key = std::make_pair(from, tag);
   for (;;) {
-    auto it = queues_.find(key);
-    if (it != queues_.end() && !it->second.empty()) {
-      std::vector<std::byte> message = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) queues_.erase(it);
-      held_bytes_ -= message.size();
-      return message;
-    }
+    if (auto message = pop(from, tag)) return message;
     if (auto error = failure_for(from)) std::rethrow_exception(error);
     if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout &&
         Clock::now() >= deadline) {
       return std::nullopt;
     }
   }
+}
+
+std::optional<std::vector<std::byte>> Mailbox::try_take(int from, Tag tag) {
+  std::lock_guard lock(mutex_);
+  if (auto message = pop(from, tag)) return message;
+  if (auto error = failure_for(from)) std::rethrow_exception(error);
+  return std::nullopt;
 }
 
 void Mailbox::fail(int peer, std::exception_ptr error) {

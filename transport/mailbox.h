@@ -35,6 +35,9 @@ class Mailbox {
   // Takes the oldest message from `from` with `tag`. Returns nullopt when the
   // deadline passes first; rethrows the failure recorded for `from`.
   std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline);
+  // The same without waiting (and without reading the clock): for receivers
+  // that drive their transport's progress themselves while they wait.
+  std::optional<std::vector<std::byte>> try_take(int from, Tag tag);
 
   // From now on, receives from `peer` (or from everyone, when peer < 0) throw
   // `error` once the messages already queued from it are taken.
@@ -45,6 +48,7 @@ class Mailbox {
 
  private:
   std::exception_ptr failure_for(int peer) const;
+  std::optional<std::vector<std::byte>> pop(int from, Tag tag);  // mutex_ held
 
   const std::size_t byte_cap_;
   mutable std::mutex mutex_;

@@ -28,6 +28,16 @@ TEST(Mailbox, FifoPerPeerAndTagIndependentAcrossTags) {
   EXPECT_EQ(box.held_bytes(), 0u);
 }
 
+TEST(Mailbox, TryTakeNeverWaitsAndReportsAFailedPeer) {
+  Mailbox box(16);
+  EXPECT_FALSE(box.try_take(2, 1).has_value());
+  ASSERT_TRUE(box.deliver(2, 1, bytes({9})));
+  EXPECT_EQ(*box.try_take(2, 1), bytes({9}));
+  box.fail(2, std::make_exception_ptr(std::runtime_error("gone")));
+  EXPECT_THROW(box.try_take(2, 1), std::runtime_error);
+  EXPECT_FALSE(box.try_take(3, 1).has_value());
+}
+
 TEST(Mailbox, TakeTimesOutAtItsDeadline) {
   Mailbox box(16);
   const auto start = Mailbox::Clock::now();

@@ -22,6 +22,8 @@ class DecodeError : public std::runtime_error {
 
 class ByteWriter {
  public:
+  // Headers and handshakes fit without growing (they are built per message).
+  ByteWriter() { bytes_.reserve(64); }
   void u8(std::uint8_t v) { bytes_.push_back(static_cast<std::byte>(v)); }
   void u16(std::uint16_t v) { put(v); }
   void u32(std::uint32_t v) { put(v); }

@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include <arpa/inet.h>
 #include <infiniband/verbs.h>
@@ -39,12 +40,14 @@ constexpr std::uint32_t kSlotsPerPeer = kSlots[0] + kSlots[1];
 constexpr std::uint32_t kMaxSlots = 8;
 // Return receive credits once this many are owed (ring slots: at once).
 constexpr std::uint64_t kRecvCreditBatch = kRecvCredits / 4;
-// Waiting: poll the CQ for this long before sleeping.
-constexpr auto kCallerSpin = std::chrono::microseconds(200);
-constexpr auto kProgressSpin = std::chrono::microseconds(50);
+// The progress thread polls this many times after its last completion before
+// it arms the completion channel and sleeps (counted, not timed: see coarse_now).
+constexpr std::uint32_t kProgressSpinPolls = 32;
 // A sleeper re-checks at least this often, whatever wakes it.
 constexpr auto kNap = std::chrono::milliseconds(20);
 constexpr int kIdlePollMs = 100;
+// How often a progress thread standing aside checks whether the caller left.
+constexpr int kStandAsideMs = 1;
 // At shutdown, how long to wait for the peers' own close.
 constexpr auto kLinger = std::chrono::seconds(2);
 
@@ -54,6 +57,18 @@ constexpr std::size_t kRingPerPeer = kSlotsPerPeer * kSlotBytes;
 
 std::uint32_t slot_index(Stream stream, std::uint32_t slot) {
   return (stream == Stream::p2p ? 0 : kSlots[0]) + slot;
+}
+
+// CLOCK_MONOTONIC_COARSE (the steady clock's timebase) is always served by
+// the vDSO, while a fine clock read may be a system call and a device access
+// (HPET under QEMU TCG: tens of microseconds, more than a small message's
+// round trip). It is good to a clock tick (1-4 ms): plenty for deadlines, and
+// it bounds the spin window to at most a tick beyond RLX_VERBS_SPIN_US.
+Clock::time_point coarse_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
+      std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
 bool is_peer_failure(ibv_wc_status status) {
@@ -146,7 +161,11 @@ struct Engine::Peer {
 };
 
 Engine::Engine(Spec spec, Device& device, Mailbox& mailbox, tcp::FailureLatch& latch)
-    : spec_(spec), device_(device), mailbox_(mailbox), latch_(latch) {
+    : spec_(spec),
+      caller_spin_(spec.caller_spin),
+      device_(device),
+      mailbox_(mailbox),
+      latch_(latch) {
   const auto n = static_cast<std::size_t>(spec_.world_size);
   const ErrorSite where = site("register memory");
   local_ = std::make_unique<RegisteredMemory>(
@@ -259,24 +278,48 @@ Engine::Peer& Engine::peer(int rank, std::string_view operation) {
 template <class Done>
 bool Engine::drive(std::unique_lock<std::mutex>& lock, Deadline deadline, bool check_latch,
                    Done done) {
-  auto spin_until = Clock::now() + kCallerSpin;
+  // While this caller drives, it is the rank's only poller (see drivers_). A
+  // caller that goes to sleep kicks the progress thread awake to take over;
+  // one that returns does not (it would only compete with this thread for
+  // the cores): the progress thread notices within kStandAsideMs.
+  struct Driver {
+    Engine& engine;
+    bool on = false;
+    void set(bool driving, bool kick) {
+      if (driving == on) return;
+      on = driving;
+      if (driving) {
+        engine.drivers_.fetch_add(1);
+      } else if (engine.drivers_.fetch_sub(1) == 1 && kick) {
+        const std::uint64_t one = 1;
+        (void)!::write(engine.stop_fd_, &one, sizeof one);
+      }
+    }
+    ~Driver() { set(false, false); }
+  } driver{*this};
+  driver.set(true, false);
+  auto now = coarse_now();
+  auto spin_until = now + caller_spin_;
   for (;;) {
     if (check_latch) latch_.rethrow_if_tripped();
     if (done()) return true;
     if (poll_completions()) {
       progressed_.notify_all();
-      spin_until = Clock::now() + kCallerSpin;
+      spin_until = coarse_now() + caller_spin_;
       continue;
     }
-    const auto now = Clock::now();
+    now = coarse_now();
     if (now >= deadline) return false;
-    if (now < spin_until) {
+    if (now <= spin_until) {
+      // Yield: the device's own work (rxe runs in the kernel) may need this core.
       lock.unlock();
       std::this_thread::yield();
       lock.lock();
       continue;
     }
-    progressed_.wait_until(lock, std::min<Deadline>(deadline, now + kNap));
+    driver.set(false, true);
+    progressed_.wait_until(lock, std::min<Deadline>(deadline, Clock::now() + kNap));
+    driver.set(true, false);
   }
 }
 
@@ -295,9 +338,11 @@ void Engine::stop() {
 }
 
 void Engine::run() {
-  auto idle_since = Clock::now();
+  enum class Step { busy, progressed, idle };
+  // One look at the CQ (and rdma_cm), unless a caller holds the lock.
   auto step = [this](bool arm) {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) return Step::busy;
     bool any = false;
     try {
       if (arm) ibv_req_notify_cq(device_.cq(), 0);
@@ -308,21 +353,36 @@ void Engine::run() {
       any = true;
     }
     if (any) progressed_.notify_all();
-    return any;
+    return any ? Step::progressed : Step::idle;
   };
+  auto drain_kicks = [this] {
+    std::uint64_t kicks = 0;
+    (void)!::read(stop_fd_, &kicks, sizeof kicks);
+  };
+  std::uint32_t idle_polls = 0;
   while (!stopping_.load()) {
-    if (step(false)) {
-      idle_since = Clock::now();
+    if (drivers_.load() > 0) {
+      // A caller polls the CQ; only rdma_cm events are ours until it sleeps.
+      pollfd fds[2] = {{cm_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+      ::poll(fds, 2, kStandAsideMs);
+      if ((fds[1].revents & POLLIN) != 0) drain_kicks();
+      if ((fds[0].revents & POLLIN) != 0) {
+        std::lock_guard lock(mutex_);
+        if (cm_events_) cm_events_();
+      }
+      idle_polls = 0;
       continue;
     }
-    if (Clock::now() - idle_since < kProgressSpin) {
+    const Step polled = step(false);
+    if (polled != Step::idle || ++idle_polls < kProgressSpinPolls) {
+      if (polled == Step::progressed) idle_polls = 0;
       std::this_thread::yield();
       continue;
     }
     // Arm the channel, then look once more: a completion between the last
     // poll and the arming would otherwise raise no event.
-    if (step(true)) {
-      idle_since = Clock::now();
+    if (step(true) != Step::idle) {
+      idle_polls = 0;
       continue;
     }
     pollfd fds[3] = {
@@ -333,6 +393,8 @@ void Engine::run() {
       void* context = nullptr;
       if (ibv_get_cq_event(device_.channel(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
     }
+    if ((fds[2].revents & POLLIN) != 0) drain_kicks();
+    idle_polls = 0;
   }
 }
 
@@ -460,6 +522,7 @@ void Engine::on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index) {
     case tcp::FrameKind::close:
       repost(p, index);
       p.closed = true;
+      ++mailbox_events_;
       mailbox_.fail(p.rank,
                     std::make_exception_ptr(CollectiveError(
                         ErrorKind::peer_lost, site("recv_bytes", p.rank),
@@ -547,6 +610,7 @@ void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
 }
 
 void Engine::deliver(Peer& p, Tag tag, std::vector<std::byte> message) {
+  ++mailbox_events_;
   if (!mailbox_.deliver(p.rank, tag, std::move(message))) {
     fail(CollectiveError(ErrorKind::resource_exhausted, site("receive", p.rank),
                          "messages received but not yet passed to recv_bytes exceed "
@@ -717,11 +781,12 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
   std::unique_lock lock(mutex_);
   latch_.rethrow_if_tripped();
   Peer& p = peer(to, "send_bytes");
-  const std::string sizes = "tag " + std::to_string(tag) + ", " + format_bytes(payload.size());
-  const Deadline deadline = Clock::now() + spec_.timeout;
+  // Built only for an error: formatting costs more than a small send.
+  auto sizes = [&] { return "tag " + std::to_string(tag) + ", " + format_bytes(payload.size()); };
+  const Deadline deadline = coarse_now() + spec_.timeout;
   auto timed_out = [&](const std::string& what) {
     fail_and_throw(
-        CollectiveError(ErrorKind::timeout, site("send_bytes", to, sizes),
+        CollectiveError(ErrorKind::timeout, site("send_bytes", to, sizes()),
                         what + " within " + std::to_string(spec_.timeout.count()) + " ms",
                         "rank " + std::to_string(to) +
                             " stopped taking messages (RLX_TIMEOUT_S sets the deadline)"),
@@ -755,7 +820,7 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
       offset += n;
     }
     if (p.closed) {
-      fail(CollectiveError(ErrorKind::peer_lost, site("send_bytes", to, sizes),
+      fail(CollectiveError(ErrorKind::peer_lost, site("send_bytes", to, sizes()),
                            "rank " + std::to_string(to) + " has shut down its transport"),
            false);
     }
@@ -767,13 +832,28 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
   }
 }
 
+void Engine::deliver_to_self(Tag tag, std::span<const std::byte> payload) {
+  std::lock_guard lock(mutex_);
+  ++mailbox_events_;
+  if (!mailbox_.deliver(spec_.rank, tag, {payload.begin(), payload.end()})) {
+    throw CollectiveError(ErrorKind::resource_exhausted,
+                          site("send_bytes", spec_.rank, format_bytes(payload.size())),
+                          "messages to self not yet received exceed RLX_UNEXPECTED_BYTES");
+  }
+  progressed_.notify_all();
+}
+
 std::vector<std::byte> Engine::receive_message(int from, Tag tag) {
   std::unique_lock lock(mutex_);
   std::optional<std::vector<std::byte>> message;
   // No latch check: messages that arrived before a failure are still
-  // delivered; the mailbox throws the failure once they are taken.
-  const bool got = drive(lock, Clock::now() + spec_.timeout, false, [&] {
-    message = mailbox_.take(from, tag, Clock::now());
+  // delivered; the mailbox throws the failure once they are taken. The
+  // mailbox is only searched when something was delivered or failed since.
+  std::uint64_t seen = mailbox_events_ - 1;
+  const bool got = drive(lock, coarse_now() + spec_.timeout, false, [&] {
+    if (seen == mailbox_events_) return false;
+    seen = mailbox_events_;
+    message = mailbox_.try_take(from, tag);
     return message.has_value();
   });
   if (got) return std::move(*message);
@@ -821,27 +901,29 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
                       std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
   std::unique_lock lock(mutex_);
   latch_.rethrow_if_tripped();
-  const std::string operation = call.describe();
-  sends_.clear();
-  for (const auto& s : sends) {
-    if (s.peer == spec_.rank || s.peer < 0 || s.peer >= spec_.world_size || s.lane != 0) {
-      throw CollectiveError(ErrorKind::invalid_argument, site(operation, s.peer),
+  // Errors name the call; describing it costs more than a small step, so
+  // only a failing step does.
+  auto link = [&](int rank, int lane) -> Peer& {
+    if (rank == spec_.rank || rank < 0 || rank >= spec_.world_size || lane != 0) {
+      throw CollectiveError(ErrorKind::invalid_argument, site(call.describe(), rank),
                             "the algorithm asked for a link that does not exist");
     }
-    sends_.push_back({&peer(s.peer, operation), tcp::collective_header(call, step, s.bytes.size()),
+    Peer& p = *peers_[static_cast<std::size_t>(rank)];
+    if (!p.ready || p.closed) peer(rank, call.describe());  // throws the reason
+    return p;
+  };
+  sends_.clear();
+  for (const auto& s : sends) {
+    sends_.push_back({&link(s.peer, s.lane), tcp::collective_header(call, step, s.bytes.size()),
                       s.bytes, 0, false});
   }
   for (const auto& r : recvs) {
-    if (r.peer == spec_.rank || r.peer < 0 || r.peer >= spec_.world_size || r.lane != 0) {
-      throw CollectiveError(ErrorKind::invalid_argument, site(operation, r.peer),
-                            "the algorithm asked for a link that does not exist");
-    }
-    Peer& p = peer(r.peer, operation);
+    Peer& p = link(r.peer, r.lane);
     p.expect = {true, false, call, step, r.into, r.reduce, 0};
     consume_held(p);
   }
   flush_credits();
-  const bool done = drive(lock, Clock::now() + spec_.timeout, true, [&] {
+  const bool done = drive(lock, coarse_now() + spec_.timeout, true, [&] {
     progress_sends();
     bool complete = true;
     for (const auto& s : sends_) complete = complete && s.started && s.offset == s.payload.size();
@@ -850,7 +932,7 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
       if (!p.expect.active) continue;
       complete = false;
       if (p.closed) {
-        fail(CollectiveError(ErrorKind::peer_lost, site(operation, r.peer),
+        fail(CollectiveError(ErrorKind::peer_lost, site(call.describe(), r.peer),
                              "rank " + std::to_string(r.peer) +
                                  " shut down its transport during step " + std::to_string(step)),
              true);
@@ -860,7 +942,7 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
   });
   if (!done) {
     fail_and_throw(
-        CollectiveError(ErrorKind::timeout, site(operation),
+        CollectiveError(ErrorKind::timeout, site(call.describe()),
                         "step " + std::to_string(step) + " did not complete within " +
                             std::to_string(spec_.timeout.count()) + " ms: " + pending_description(),
                         "a rank that never reached this collective, or a network that stopped "
@@ -875,6 +957,7 @@ void Engine::fail(const CollectiveError& error, bool tell_peers) {
   const auto pointer = std::make_exception_ptr(error);
   if (!latch_.trip(pointer)) return;
   mailbox_.fail(-1, pointer);
+  ++mailbox_events_;
   progressed_.notify_all();
   if (!tell_peers) return;
   const std::string text = error.what();
@@ -906,7 +989,7 @@ void Engine::close() {
   // Wait briefly for the peers' own close, so none of them mistakes our
   // disconnect for a crash while it still finishes its last receives.
   try {
-    drive(lock, Clock::now() + std::min<Clock::duration>(kLinger, spec_.timeout), false, [&] {
+    drive(lock, coarse_now() + std::min<Clock::duration>(kLinger, spec_.timeout), false, [&] {
       if (latch_.tripped()) return true;
       for (const auto& owned : peers_) {
         if (owned->ready && !owned->closed) return false;

@@ -45,6 +45,8 @@ class Engine {
     int rank = 0;
     int world_size = 1;
     std::chrono::milliseconds timeout{0};
+    // How long a waiting caller polls the CQ before it sleeps (RLX_VERBS_SPIN_US).
+    std::chrono::microseconds caller_spin{200};
   };
 
   // Allocates and registers every buffer for every peer. Throws CollectiveError.
@@ -72,6 +74,8 @@ class Engine {
 
   void send_message(int to, Tag tag, std::span<const std::byte> payload);
   std::vector<std::byte> receive_message(int from, Tag tag);
+  // A message to this rank itself, through the same mailbox.
+  void deliver_to_self(Tag tag, std::span<const std::byte> payload);
   void exchange(const CollectiveCall& call, std::uint32_t step, std::span<const StepSend> sends,
                 std::span<const StepRecv> recvs);
   // Tells every peer this rank is leaving and waits briefly for theirs.
@@ -124,6 +128,7 @@ class Engine {
   void run();
 
   Spec spec_;
+  std::chrono::microseconds caller_spin_;
   Device& device_;
   Mailbox& mailbox_;
   tcp::FailureLatch& latch_;
@@ -136,9 +141,15 @@ class Engine {
   std::condition_variable progressed_;
   std::vector<SendState> sends_;  // the current collective step's, reused
   bool closing_ = false;
+  std::uint64_t mailbox_events_ = 0;  // deliveries and failures, for receivers
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};
+  // Callers driving progress right now: the progress thread stands aside
+  // meanwhile (a second poller only bounces the mutex and competes for the
+  // cores the device's own work needs), and is kicked (stop_fd_) when the
+  // last one goes to sleep.
+  std::atomic<int> drivers_{0};
   int stop_fd_ = -1;
   int cm_fd_ = -1;
   std::function<void()> cm_events_;

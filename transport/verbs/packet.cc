@@ -12,18 +12,28 @@ constexpr std::uint32_t kPacketMagic = 0x56584c52;  // "RLXV"
 
 }  // namespace
 
+namespace {
+
+// Little-endian stores straight into the header (this runs for every chunk
+// and every small message).
+std::byte* put(std::byte* at, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) *at++ = static_cast<std::byte>(value >> (8 * i));
+  return at;
+}
+
+}  // namespace
+
 void encode_packet(const PacketHeader& h, std::span<std::byte, kPacketHeaderBytes> out) {
   const auto frame = tcp::encode(h.frame);
-  wire::ByteWriter w;
-  w.u32(kPacketMagic);
-  w.u8(static_cast<std::uint8_t>(h.type));
-  w.u8(static_cast<std::uint8_t>(h.stream));
-  w.u16(0);
-  w.u64(h.offset);
-  w.u64(h.credits.recv);
-  for (auto ring : h.credits.ring) w.u64(ring);
   std::copy(frame.begin(), frame.end(), out.begin());
-  std::copy(w.bytes().begin(), w.bytes().end(), out.begin() + tcp::kFrameHeaderBytes);
+  std::byte* at = out.data() + tcp::kFrameHeaderBytes;
+  at = put(at, kPacketMagic, 4);
+  at = put(at, static_cast<std::uint8_t>(h.type), 1);
+  at = put(at, static_cast<std::uint8_t>(h.stream), 1);
+  at = put(at, 0, 2);
+  at = put(at, h.offset, 8);
+  at = put(at, h.credits.recv, 8);
+  for (auto ring : h.credits.ring) at = put(at, ring, 8);
 }
 
 PacketHeader decode_packet(std::span<const std::byte, kPacketHeaderBytes> bytes) {

@@ -13,6 +13,9 @@
 namespace rlx::verbs {
 namespace {
 
+// How long a waiting caller polls before it sleeps: latency against idle CPU.
+constexpr const char* kSpinSetting = "RLX_VERBS_SPIN_US";
+
 ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) {
   return {.rank = env.rank.value_or(-1),
           .world_size = env.world_size.value_or(-1),
@@ -99,8 +102,19 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   }
   device_ = std::make_unique<Device>(cm_->context(), Engine::cq_entries(world_size()),
                                      startup_site(env, "open " + chosen));
-  engine_ = std::make_unique<Engine>(Engine::Spec{rank(), world_size(), timeout()}, *device_,
-                                     mailbox_, latch_);
+  Engine::Spec spec{rank(), world_size(), timeout()};
+  if (const char* spin = std::getenv(kSpinSetting)) {
+    char* end = nullptr;
+    const long us = std::strtol(spin, &end, 10);
+    if (end == spin || *end != '\0' || us < 0 || us > 1'000'000) {
+      throw CollectiveError(ErrorKind::invalid_argument,
+                            startup_site(env, "read launch environment"),
+                            std::string(kSpinSetting) + "='" + spin + "' is not valid",
+                            "a whole number of microseconds from 0 to 1000000");
+    }
+    spec.caller_spin = std::chrono::microseconds(us);
+  }
+  engine_ = std::make_unique<Engine>(spec, *device_, mailbox_, latch_);
   Engine& engine = *engine_;
   cm_->attach(device_->pd(), device_->cq(), Engine::queue_shape(),
               {.local_ring = [&engine](int peer) { return engine.local_ring(peer); },
@@ -142,14 +156,7 @@ CollectiveCall VerbsTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype
 
 void VerbsTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
-  if (to == rank()) {
-    if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
-      throw CollectiveError(ErrorKind::resource_exhausted,
-                            site("send_bytes", to, format_bytes(payload.size())),
-                            "messages to self not yet received exceed RLX_UNEXPECTED_BYTES");
-    }
-    return;
-  }
+  if (to == rank()) return engine_->deliver_to_self(tag, payload);
   engine_->send_message(to, tag, payload);
 }
 
