@@ -88,20 +88,50 @@ Shape scattered_shape(const Shape& shape, int world_size, std::string_view op) {
   return out;
 }
 
+// Runs every item's all-reduce as one collective over a flat buffer, so many
+// small arrays (the gradients of many small layers) pay one collective's
+// latency. The buffer is kept per thread and reused.
+void all_reduce_items(Transport& group, ReduceOp op, Dtype dtype,
+                      std::span<const Primitive::BatchItem> items) {
+  if (items.size() == 1) {  // in place on the output: one copy of the input
+    Array& out = *items[0].output;
+    if (out.nbytes() > 0)
+      std::memcpy(out.raw_mutable_data(), items[0].inputs[0].raw_data(), out.nbytes());
+    group.all_reduce(
+        ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), dtype}, op);
+    return;
+  }
+  std::size_t total = 0;
+  for (const auto& item : items) total += item.output->nbytes();
+  thread_local std::vector<std::byte> flat;
+  if (flat.size() < total) flat.resize(total);
+  std::size_t offset = 0;
+  for (const auto& item : items) {
+    const std::size_t bytes = item.output->nbytes();
+    if (bytes > 0) std::memcpy(flat.data() + offset, item.inputs[0].raw_data(), bytes);
+    offset += bytes;
+  }
+  group.all_reduce(ElementSpan{flat.data(), total / size_of(dtype), dtype}, op);
+  offset = 0;
+  for (const auto& item : items) {
+    const std::size_t bytes = item.output->nbytes();
+    if (bytes > 0) std::memcpy(item.output->raw_mutable_data(), flat.data() + offset, bytes);
+    offset += bytes;
+  }
+}
+
 Array all_reduce_kernel(std::span<const Array> inputs, std::string_view text) {
   const Attrs attrs = parse_attrs(text, kAllReduce, true);
   auto group = group_at(attrs.group, kAllReduce);
   const Array& x = inputs[0];
   if (group->world_size() == 1) return x;
-  return make_custom(
-      kAllReduce, x.shape(), x.dtype(), {x},
-      [group, op = attrs.op](std::span<const Array> in, Array& out) {
-        // The collective runs in place on the output: one copy of the
-        // input, then the transport does the rest.
-        if (out.nbytes() > 0) std::memcpy(out.raw_mutable_data(), in[0].raw_data(), out.nbytes());
-        group->all_reduce(
-            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()},
-            op);
+  // Same key, same collective: arrays of one reduction, group and dtype fuse.
+  std::string key = std::string(kAllReduce) + " " + collective_attrs(attrs.op, attrs.group) + " " +
+                    std::string(name_of(x.dtype()));
+  return make_batched_custom(
+      kAllReduce, std::move(key), x.shape(), x.dtype(), {x},
+      [group, op = attrs.op, dtype = x.dtype()](std::span<const Primitive::BatchItem> items) {
+        all_reduce_items(*group, op, dtype, items);
       });
 }
 

@@ -9,6 +9,10 @@
 #include "core/eval.h"
 
 namespace rlx {
+
+void Primitive::eval_batch(std::span<const BatchItem> items) const {
+  for (const BatchItem& item : items) eval(item.inputs, *item.output);
+}
 namespace detail {
 
 ArrayNode::~ArrayNode() {

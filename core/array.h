@@ -41,6 +41,17 @@ class Primitive {
   // thread that evaluates, may block, and may throw: the exception reaches
   // whoever evaluates or waits on the array.
   virtual void eval(std::span<const Array> inputs, Array& output) const = 0;
+
+  // Batching (see core/custom.h, make_batched_custom): a primitive that can
+  // compute several arrays in one call returns a non-empty key. eval()
+  // defers such arrays and computes each run of same-key ones, in schedule
+  // order, with one eval_batch() call on the first one's primitive.
+  virtual std::string_view batch_key() const { return {}; }
+  struct BatchItem {
+    std::span<const Array> inputs;
+    Array* output;
+  };
+  virtual void eval_batch(std::span<const BatchItem> items) const;
 };
 
 namespace detail {

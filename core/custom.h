@@ -28,4 +28,22 @@ Array make_custom(std::string name, Shape shape, Dtype dtype, std::vector<Array>
 // Array(shape, dtype, primitive, inputs)) without allocating one per array.
 std::shared_ptr<const Primitive> make_custom_primitive(std::string name, CustomCompute compute);
 
+// Computes several arrays of one kind at once: every output is allocated
+// before the call. A collective fuses many small all-reduces into one this way.
+using BatchCompute = std::function<void(std::span<const Primitive::BatchItem> items)>;
+
+// Like make_custom, but when one eval() needs several pending arrays with the
+// same `batch_key` and none depends on another, they are computed together
+// by one `compute` call over up to batch_bytes_cap() bytes of outputs (a
+// bucket, like DDP's), in the order eval schedules them: that order is the
+// same in every process evaluating the same graph. Arrays with different
+// keys never share a call.
+Array make_batched_custom(std::string name, std::string batch_key, Shape shape, Dtype dtype,
+                          std::vector<Array> inputs, BatchCompute compute);
+
+// The most output bytes one batched call covers (default 25 MiB); 0 turns
+// batching off, so every array gets a call of its own.
+void set_batch_bytes_cap(std::size_t bytes);
+std::size_t batch_bytes_cap();
+
 }  // namespace rlx

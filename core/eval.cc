@@ -8,10 +8,12 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "core/array_node.h"
+#include "core/custom.h"
 #include "core/error.h"
 
 namespace rlx {
@@ -61,8 +63,14 @@ std::vector<NodePtr> schedule(std::span<const Array> roots) {
 // Waits while another thread computes `node`. Returns true when the caller
 // has claimed it and must compute it, false when it is done; rethrows if the
 // primitive failed.
-bool claim(ArrayNode& node) {
+template <typename BeforeWaiting>
+bool claim(ArrayNode& node, BeforeWaiting before_waiting) {
   std::unique_lock lock(g_mutex);
+  if (node.state.load() == NodeState::running) {
+    lock.unlock();
+    before_waiting();
+    lock.lock();
+  }
   g_state_changed.wait(lock, [&node] { return node.state.load() != NodeState::running; });
   switch (node.state.load()) {
     case NodeState::pending:
@@ -110,6 +118,78 @@ void compute(const NodePtr& node) {
   }
   finish(*node, nullptr);
 }
+
+// Claimed arrays whose primitives batch (Primitive::batch_key), waiting to
+// be computed together. A bucket holds one key; it is flushed before a node
+// that reads one of its arrays, before a different key, at the byte cap,
+// before this thread waits for another's node (which might wait for ours),
+// and at the end of eval. Arrays left when an error unwinds fail too, so
+// nobody waits for them.
+class Bucket {
+ public:
+  Bucket() = default;
+  Bucket(const Bucket&) = delete;
+  Bucket& operator=(const Bucket&) = delete;
+  ~Bucket() {
+    for (const NodePtr& node : nodes_) {
+      finish(*node, std::make_exception_ptr(
+                        Error(std::string(node->primitive->name()) +
+                              ": not computed: another array of the same eval failed first")));
+    }
+  }
+
+  bool empty() const { return nodes_.empty(); }
+  bool holds_any_of(const std::vector<Array>& inputs) const {
+    for (const Array& input : inputs) {
+      if (members_.contains(NodeAccess::node(input).get())) return true;
+    }
+    return false;
+  }
+
+  // Adds a claimed node, first flushing the arrays of another key.
+  void add(const NodePtr& node, std::string_view key) {
+    if (!nodes_.empty() && key != key_) flush();
+    if (nodes_.empty()) key_ = key;
+    nodes_.push_back(node);
+    members_.insert(node.get());
+    bytes_ += NodeAccess::wrap(node).nbytes();
+  }
+  std::size_t bytes() const { return bytes_; }
+
+  void flush() {
+    if (nodes_.empty()) return;
+    std::vector<NodePtr> nodes = std::move(nodes_);
+    nodes_.clear();
+    members_.clear();
+    bytes_ = 0;
+    std::vector<Array> outputs;
+    std::vector<Primitive::BatchItem> items;
+    outputs.reserve(nodes.size());
+    for (const NodePtr& node : nodes) {
+      outputs.push_back(NodeAccess::wrap(node));
+      items.push_back({node->inputs, &outputs.back()});
+    }
+    try {
+      nodes.front()->primitive->eval_batch(items);
+      for (const NodePtr& node : nodes) {
+        if (!node->buffer) {
+          throw Error(std::string(node->primitive->name()) +
+                      ": the batched primitive gave an output no data");
+        }
+      }
+    } catch (...) {
+      for (const NodePtr& node : nodes) finish(*node, std::current_exception());
+      throw;
+    }
+    for (const NodePtr& node : nodes) finish(*node, nullptr);
+  }
+
+ private:
+  std::vector<NodePtr> nodes_;
+  std::unordered_set<const ArrayNode*> members_;
+  std::string key_;
+  std::size_t bytes_ = 0;
+};
 
 // The one long-lived thread behind async_eval, fed through a FIFO queue.
 class Worker {
@@ -169,10 +249,22 @@ void eval(std::span<const Array> arrays) {
     std::lock_guard lock(g_mutex);
     order = schedule(arrays);
   }
+  const std::size_t cap = batch_bytes_cap();
+  Bucket bucket;
   for (NodePtr& node : order) {
-    if (claim(*node)) compute(node);
+    if (claim(*node, [&bucket] { bucket.flush(); })) {
+      if (bucket.holds_any_of(node->inputs)) bucket.flush();
+      const std::string_view key = cap > 0 ? node->primitive->batch_key() : std::string_view{};
+      if (key.empty()) {
+        compute(node);
+      } else {
+        bucket.add(node, key);
+        if (bucket.bytes() >= cap) bucket.flush();
+      }
+    }
     node.reset();  // the users of an intermediate hold it for as long as they need it
   }
+  bucket.flush();
 }
 
 AsyncEval async_eval(std::span<const Array> arrays) {

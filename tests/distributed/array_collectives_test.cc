@@ -74,6 +74,33 @@ TEST(ArrayCollectives, ReduceScatterGivesEachRankItsRowsOfTheSum) {
   EXPECT_THROW(distributed::reduce_scatter(full({}, 1.0)), ShapeError);
 }
 
+TEST(ArrayCollectives, ManySmallAllReducesInOneEvalAreFusedWithIdenticalResults) {
+  // Small integers: exact in f32 whatever order the reduction takes.
+  const int me = group()->rank();
+  std::vector<Array> inputs, reduced;
+  for (int i = 0; i < 60; ++i) {
+    const Shape shape{i % 7 + 1, 3};
+    inputs.push_back(i % 3 == 2 ? full(shape, me * 10 + i, Dtype::i32) : full(shape, me - i));
+    reduced.push_back(i % 5 == 4 ? distributed::all_reduce(inputs.back(), ReduceOp::max)
+                                 : distributed::all_sum(inputs.back()));
+  }
+  eval(std::span<const Array>(reduced));  // three keys, interleaved: several buckets
+  const std::size_t cap = batch_bytes_cap();
+  set_batch_bytes_cap(0);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Array alone = i % 5 == 4 ? distributed::all_reduce(inputs[i], ReduceOp::max)
+                                   : distributed::all_sum(inputs[i]);
+    eval(alone);
+    ASSERT_EQ(reduced[i].dtype(), alone.dtype());
+    if (alone.dtype() == Dtype::i32) {
+      EXPECT_EQ(reduced[i].to_vector<std::int32_t>(), alone.to_vector<std::int32_t>()) << i;
+    } else {
+      EXPECT_EQ(reduced[i].to_vector<float>(), alone.to_vector<float>()) << i;
+    }
+  }
+  set_batch_bytes_cap(cap);
+}
+
 TEST(ArrayCollectives, InsideACompiledGraph) {
   const auto [begin, end] = my_inner();
   Graph graph;
