@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: install what is missing, build, and run the
-# whole test suite through ctest: the release build, then the ASan+UBSan and
-# TSan builds. Usage: scripts/test.sh [--quick]   (--quick: release build only)
+# whole test suite through ctest: the release build (and a short run of
+# bench/compare), then the ASan+UBSan and TSan builds.
+# Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +24,10 @@ run_preset() {
 git ls-files '*.h' '*.cc' | xargs -r clang-format --dry-run -Werror
 
 run_preset release
+# The side-by-side comparison in its short mode, so it cannot rot: it fails
+# when any system (rlx or a peer) computes a wrong result.
+echo "=== rlx: bench/compare --short ==="
+bench/compare --short --build build/release --out build/release/bench-short >/dev/null
 if [[ $quick -eq 0 ]]; then
   run_preset asan
   run_preset tsan
