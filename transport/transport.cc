@@ -74,22 +74,29 @@ void Transport::all_reduce(ElementSpan data, ReduceOp op) {
   do_all_reduce(data, op);
 }
 
-void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
+void Transport::check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
+                             bool gathers) const {
   const auto sizes = "input " + describe_elements(input.count, input.dtype) + ", output " +
                      describe_elements(output.count, output.dtype);
   if (input.dtype != output.dtype) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_gather", -1, sizes),
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
                           "input and output dtypes differ");
   }
-  if (output.count != input.count * static_cast<std::size_t>(world_size_)) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_gather", -1, sizes),
-                          "the output must hold world_size x input elements (" +
-                              std::to_string(input.count * world_size_) + ")");
+  const std::size_t block = gathers ? input.count : output.count;
+  if ((gathers ? output.count : input.count) != block * static_cast<std::size_t>(world_size_)) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
+                          std::string(gathers ? "the output" : "the input") +
+                              " must hold world_size x " + (gathers ? "input" : "output") +
+                              " elements (" + std::to_string(block * world_size_) + ")");
   }
-  if ((input.data == nullptr || output.data == nullptr) && input.count > 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_gather", -1, sizes),
+  if ((input.data == nullptr || output.data == nullptr) && block > 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
                           "a buffer is null");
   }
+}
+
+void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
+  check_blocks("all_gather", input, output, /*gathers=*/true);
   if (world_size_ == 1) {
     if (input.count > 0 && input.data != output.data) {
       std::memmove(output.data, input.data, input.bytes());
@@ -100,21 +107,7 @@ void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
 }
 
 void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  const auto sizes = "input " + describe_elements(input.count, input.dtype) + ", output " +
-                     describe_elements(output.count, output.dtype);
-  if (input.dtype != output.dtype) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
-                          "input and output dtypes differ");
-  }
-  if (input.count != output.count * static_cast<std::size_t>(world_size_)) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
-                          "the input must hold world_size x output elements (" +
-                              std::to_string(output.count * world_size_) + ")");
-  }
-  if ((input.data == nullptr || output.data == nullptr) && output.count > 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("reduce_scatter", -1, sizes),
-                          "a buffer is null");
-  }
+  check_blocks("reduce_scatter", input, output, /*gathers=*/false);
   if (world_size_ == 1) {
     if (output.count > 0 && input.data != output.data) {
       std::memmove(output.data, input.data, output.bytes());

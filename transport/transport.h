@@ -130,6 +130,11 @@ class Transport {
  private:
   void check_peer(int peer, std::string_view operation) const;
   void check_tag(Tag tag, std::string_view operation) const;
+  // all_gather (`gathers`: the output holds world_size blocks of the
+  // input's size) and reduce_scatter (the input holds world_size of the
+  // output's): same dtypes, those sizes, no null buffer unless empty.
+  void check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
+                    bool gathers) const;
 
   int rank_;
   int world_size_;

@@ -46,7 +46,7 @@ struct TcpTransport::Io {
 };
 
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
-    : Transport(env.rank.value_or(0), env.world_size.value_or(1), "tcp", env.timeout),
+    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "tcp", env.timeout),
       env_(env),
       spec_{rank(), world_size(), env.tcp_lanes, env.job_token},
       mailbox_(env.unexpected_bytes_cap),
@@ -182,12 +182,6 @@ void TcpTransport::fail(const CollectiveError& error, bool tell_peers) {
   }
 }
 
-CollectiveCall TcpTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
-                                       std::uint64_t count) {
-  latch_.rethrow_if_tripped();
-  return {kind, op, dtype, count, sequence_++};
-}
-
 void TcpTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
   if (to == rank()) {
@@ -220,26 +214,6 @@ std::vector<std::byte> TcpTransport::do_recv_bytes(int from, Tag tag) {
   throw CollectiveError(ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
                         "no message arrived within " + std::to_string(timeout().count()) + " ms",
                         "does rank " + std::to_string(from) + " send with this tag?");
-}
-
-void TcpTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
-  rlx::all_reduce(*links_, next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), data);
-}
-
-void TcpTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
-  rlx::all_gather(*links_,
-                  next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count),
-                  input, output);
-}
-
-void TcpTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  rlx::reduce_scatter(*links_,
-                      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
-                      input, output);
-}
-
-void TcpTransport::do_barrier() {
-  barrier_dissemination(*links_, next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0));
 }
 
 std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env) {

@@ -14,17 +14,17 @@
 #include <thread>
 #include <vector>
 
+#include "collectives/links_transport.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
 #include "transport/tcp/failure_latch.h"
 #include "transport/tcp/lane_links.h"
 #include "transport/tcp/mesh.h"
 #include "transport/tcp/peer_channel.h"
-#include "transport/transport.h"
 
 namespace rlx::tcp {
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public LinksTransport {
  public:
   // Joins the job described by `env` (rendezvous, listen, connect).
   explicit TcpTransport(const launch_env::LaunchEnv& env);
@@ -36,14 +36,11 @@ class TcpTransport final : public Transport {
  protected:
   void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
-  void do_all_reduce(ElementSpan data, ReduceOp op) override;
-  void do_all_gather(ConstElementSpan input, ElementSpan output) override;
-  void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
-  void do_barrier() override;
+  Links& links() override { return *links_; }
+  void check_not_failed() override { latch_.rethrow_if_tripped(); }
 
  private:
   struct Io;
-  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
   // Records the failure; `tell_peers` sends it to every other rank first.
   void fail(const CollectiveError& error, bool tell_peers);
@@ -57,7 +54,6 @@ class TcpTransport final : public Transport {
   std::unique_ptr<Listener> listener_;
   std::vector<std::unique_ptr<PeerChannel>> channels_;  // [peer]; null for self
   std::unique_ptr<LaneLinks> links_;
-  std::uint64_t sequence_ = 0;
   std::mutex closed_mutex_;
   std::condition_variable closed_cv_;
 };

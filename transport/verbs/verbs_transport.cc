@@ -25,7 +25,7 @@ ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) 
 }  // namespace
 
 VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
-    : Transport(env.rank.value_or(0), env.world_size.value_or(1), "verbs", env.timeout),
+    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "verbs", env.timeout),
       mailbox_(env.unexpected_bytes_cap) {
   try {
     set_up(env);
@@ -148,12 +148,6 @@ void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline d
   latch_.rethrow_if_tripped();
 }
 
-CollectiveCall VerbsTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
-                                         std::uint64_t count) {
-  latch_.rethrow_if_tripped();
-  return {kind, op, dtype, count, sequence_++};
-}
-
 void VerbsTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
   if (to == rank()) return engine_->deliver_to_self(tag, payload);
@@ -162,26 +156,6 @@ void VerbsTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> p
 
 std::vector<std::byte> VerbsTransport::do_recv_bytes(int from, Tag tag) {
   return engine_->receive_message(from, tag);
-}
-
-void VerbsTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
-  rlx::all_reduce(*links_, next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), data);
-}
-
-void VerbsTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
-  rlx::all_gather(*links_,
-                  next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count),
-                  input, output);
-}
-
-void VerbsTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  rlx::reduce_scatter(*links_,
-                      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
-                      input, output);
-}
-
-void VerbsTransport::do_barrier() {
-  barrier_dissemination(*links_, next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0));
 }
 
 bool is_built() { return true; }

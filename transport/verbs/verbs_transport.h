@@ -6,10 +6,10 @@
 
 #include <memory>
 
+#include "collectives/links_transport.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
 #include "transport/tcp/failure_latch.h"
-#include "transport/transport.h"
 #include "transport/verbs/connection_manager.h"
 #include "transport/verbs/device.h"
 #include "transport/verbs/engine.h"
@@ -17,7 +17,7 @@
 
 namespace rlx::verbs {
 
-class VerbsTransport final : public Transport {
+class VerbsTransport final : public LinksTransport {
  public:
   // Joins the job described by `env`: picks the RDMA address, listens,
   // registers it with the rendezvous and connects to every rank.
@@ -32,10 +32,8 @@ class VerbsTransport final : public Transport {
  protected:
   void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
-  void do_all_reduce(ElementSpan data, ReduceOp op) override;
-  void do_all_gather(ConstElementSpan input, ElementSpan output) override;
-  void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
-  void do_barrier() override;
+  Links& links() override { return *links_; }
+  void check_not_failed() override { latch_.rethrow_if_tripped(); }
 
  private:
   void set_up(const launch_env::LaunchEnv& env);
@@ -45,7 +43,6 @@ class VerbsTransport final : public Transport {
   // Tears down in the order the verbs objects need: queue pairs, memory,
   // CQ and PD, then the listening id and event channel.
   void tear_down() noexcept;
-  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
 
   tcp::FailureLatch latch_;
   Mailbox mailbox_;
@@ -53,7 +50,6 @@ class VerbsTransport final : public Transport {
   std::unique_ptr<Device> device_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<VerbsLinks> links_;
-  std::uint64_t sequence_ = 0;
 };
 
 }  // namespace rlx::verbs
