@@ -19,9 +19,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "launcher/agent_request.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_process.h"
 #include "launcher/output.h"
+#include "launcher/remote_launch.h"
+#include "launcher/start_progress.h"
+#include "launcher/stdin_relay.h"
+#include "transport/endpoint.h"
 #include "transport/launch_env.h"
 #include "transport/rendezvous/server.h"
 
@@ -57,15 +62,11 @@ bool is_rlx_variable(std::string_view entry) {
   return entry.starts_with("RLX_") || entry.starts_with("OMPI_COMM_WORLD_");
 }
 
-// The launcher's environment without any RLX_ settings of an enclosing job,
-// then this rank's, then the user's --env (which win).
-std::vector<std::string> rank_environment(const Options& options, int rank,
-                                          const Placement& placement, const std::string& token,
-                                          const std::string& coordinator) {
+// This rank's RLX_ settings, then the user's --env (which win).
+std::vector<std::string> rank_variables(const Options& options, int rank,
+                                        const Placement& placement, const std::string& token,
+                                        const std::string& coordinator) {
   std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    if (!is_rlx_variable(*entry)) env.emplace_back(*entry);
-  }
   auto set = [&env](const char* name, const std::string& value) {
     env.push_back(std::string(name) + "=" + value);
   };
@@ -77,11 +78,56 @@ std::vector<std::string> rank_environment(const Options& options, int rank,
   set(launch_env::kJobToken, token);
   set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
-  for (const auto& [name, value] : options.env) {
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name + "="); });
-    env.push_back(name + "=" + value);
+  for (const auto& [name, value] : options.env) env.push_back(name + "=" + value);
+  return env;
+}
+
+// A local rank's environment: the launcher's, without any RLX_ settings of an
+// enclosing job, with `variables` laid over it (later entries win).
+std::vector<std::string> local_environment(const std::vector<std::string>& variables) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (!is_rlx_variable(*entry)) env.emplace_back(*entry);
+  }
+  for (const auto& entry : variables) {
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name); });
+    env.push_back(entry);
   }
   return env;
+}
+
+std::string current_directory() {
+  char path[4096];
+  return getcwd(path, sizeof path) != nullptr ? path : "";
+}
+
+// Where the rendezvous listens: loopback for a job on this machine only;
+// otherwise --ifname's address, or the one that routes to the first remote host.
+std::string rendezvous_host(const Options& options, const std::vector<Placement>& placements) {
+  for (const auto& where : placements) {
+    if (is_local_host(where.host)) continue;
+    if (!options.ifname.empty()) return interface_address(options.ifname);
+    return source_address_towards(where.host);
+  }
+  return "127.0.0.1";
+}
+
+std::chrono::milliseconds start_deadline(const Options& options) {
+  std::optional<std::string> text;
+  if (const char* value = std::getenv(launch_env::kConnectTimeout)) text = value;
+  for (const auto& [name, value] : options.env) {
+    if (name == launch_env::kConnectTimeout) text = value;
+  }
+  double seconds = 60;
+  if (text) {
+    try {
+      seconds = std::stod(*text);
+    } catch (const std::exception&) {
+      // The ranks report a malformed value themselves.
+    }
+  }
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
 }
 
 }  // namespace
@@ -90,20 +136,17 @@ std::vector<Placement> plan_placement(const Options& options) {
   std::vector<HostSlots> hosts{{"localhost", options.num_ranks, std::nullopt}};
   if (!options.hostfile.empty()) hosts = read_hostfile(options.hostfile);
   if (!options.host_list.empty()) hosts = parse_host_list(options.host_list);
-  auto placed = place_ranks(hosts, options.num_ranks, options.oversubscribe);
-  for (const auto& p : placed) {
-    if (!is_local_host(p.host)) {
-      throw std::runtime_error("rank placement needs host '" + p.host +
-                               "', but starting ranks on other hosts over ssh is not available "
-                               "yet; use mpirun for multi-host jobs");
-    }
-  }
-  return placed;
+  return place_ranks(hosts, options.num_ranks, options.oversubscribe);
 }
 
 namespace {
 
-std::string describe_status(int status) {
+std::string describe_status(int status, bool remote) {
+  // ssh's own failures (unreachable host, refused key) exit 255.
+  if (remote && WIFEXITED(status) && WEXITSTATUS(status) == 255) {
+    return "exited with status 255 (the remote shell failed: check that '--rsh HOST true' "
+           "works without a password)";
+  }
   if (WIFSIGNALED(status)) {
     return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
            strsignal(WTERMSIG(status)) + ")";
@@ -127,6 +170,8 @@ int open_copy_file(const std::string& dir, int rank, const char* stream) {
 
 struct RankState {
   int rank = 0;
+  std::string host;
+  bool remote = false;  // pid is then the local ssh client that runs the rank's agent
   pid_t pid = -1;
   bool running = false;
   int fds[2] = {-1, -1};  // stdout, stderr read ends; -1 once closed
@@ -141,6 +186,8 @@ class Job {
 
  private:
   void start_ranks();
+  ChildProcess start_rank(int rank, const std::string& token, const std::string& coordinator);
+  void show_start_progress();
   void loop();
   void poll_once();
   void read_output(RankState& rank, int stream);
@@ -155,6 +202,8 @@ class Job {
   const Options& options_;
   const std::vector<Placement> placements_;
   std::unique_ptr<rendezvous::Server> rendezvous_;
+  std::unique_ptr<StartProgress> progress_;
+  StdinRelay stdin_relay_;
   std::vector<RankState> ranks_;
   int signal_fd_ = -1;
   int exit_code_ = 0;
@@ -188,18 +237,18 @@ void Job::start_ranks() {
   const std::string token = fresh_job_token();
   // rlxrun hosts the rendezvous: it knows its own address, so there is no
   // port to guess, and it can name ranks that never arrive.
-  rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token, "127.0.0.1");
+  rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token,
+                                                     rendezvous_host(options_, placements_));
   const std::string coordinator = rendezvous_->address().to_string();
   ranks_.resize(static_cast<std::size_t>(options_.num_ranks));
+  std::vector<std::string> hosts;
   for (int r = 0; r < options_.num_ranks; ++r) {
     RankState& state = ranks_[static_cast<std::size_t>(r)];
     state.rank = r;
-    const ChildProcess child =
-        spawn_local({.argv = options_.program,
-                     .environment = rank_environment(
-                         options_, r, placements_[static_cast<std::size_t>(r)], token, coordinator),
-                     .cwd = options_.cwd,
-                     .inherit_stdin = r == 0});
+    state.host = placements_[static_cast<std::size_t>(r)].host;
+    state.remote = !is_local_host(state.host);
+    hosts.push_back(state.host);
+    const ChildProcess child = start_rank(r, token, coordinator);
     state.pid = child.pid;
     state.running = true;
     state.fds[0] = child.stdout_fd;
@@ -209,6 +258,45 @@ void Job::start_ranks() {
     state.outputs[1] = std::make_unique<TaggedOutput>(
         r, options_.tag_output, STDERR_FILENO, open_copy_file(options_.output_dir, r, "err"));
   }
+  progress_ = std::make_unique<StartProgress>(std::move(hosts), start_deadline(options_),
+                                              isatty(STDERR_FILENO) != 0);
+}
+
+// A local rank is forked here; a remote one is the ssh client that runs
+// `rlxrun --remote-agent` there, told the rank's environment through stdin.
+ChildProcess Job::start_rank(int rank, const std::string& token, const std::string& coordinator) {
+  const RankState& state = ranks_[static_cast<std::size_t>(rank)];
+  const auto variables = rank_variables(options_, rank, placements_[static_cast<std::size_t>(rank)],
+                                        token, coordinator);
+  if (!state.remote) {
+    return spawn_local({.argv = options_.program,
+                        .environment = local_environment(variables),
+                        .cwd = options_.cwd,
+                        .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null});
+  }
+  const auto rsh = options_.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options_.rsh;
+  ChildProcess child = spawn_local({.argv = remote_agent_argv(rsh, state.host, this_executable()),
+                                    .environment = local_environment({}),
+                                    .stdin_mode = StdinMode::pipe});
+  const AgentRequest request{.environment = variables,
+                             .cwd = options_.cwd.empty() ? current_directory() : options_.cwd,
+                             .argv = options_.program};
+  write_all(child.stdin_fd, encode_agent_request(request));
+  if (rank == 0) {
+    stdin_relay_.start(child.stdin_fd);
+  } else {
+    close(child.stdin_fd);
+  }
+  return child;
+}
+
+void Job::show_start_progress() {
+  if (!progress_) return;
+  if (stopping_) {
+    progress_->stop();
+  } else {
+    progress_->update(rendezvous_->registered(), [this] { return rendezvous_->missing(); });
+  }
 }
 
 void Job::loop() {
@@ -217,6 +305,7 @@ void Job::loop() {
     if (drain_deadline_ && Clock::now() >= *drain_deadline_) break;
     poll_once();
     check_deadlines();
+    show_start_progress();
   }
   for (auto& rank : ranks_) {
     for (int stream = 0; stream < 2; ++stream) {
@@ -236,18 +325,25 @@ void Job::poll_once() {
       owners.emplace_back(&rank, stream);
     }
   }
+  fds.push_back(stdin_relay_.wanted());
   int timeout_ms = -1;
   if (auto deadline = next_deadline()) {
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now());
     timeout_ms = static_cast<int>(std::max<long long>(0, left.count()));
   }
+  if (progress_ && !stopping_) {
+    timeout_ms = timeout_ms < 0
+                     ? static_cast<int>(StartProgress::kRefresh.count())
+                     : std::min(timeout_ms, static_cast<int>(StartProgress::kRefresh.count()));
+  }
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR) {
     throw std::runtime_error(std::string("poll: ") + strerror(errno));
   }
   if (fds[0].revents != 0) handle_signals();
-  for (std::size_t i = 1; i < fds.size(); ++i) {
+  for (std::size_t i = 1; i + 1 < fds.size(); ++i) {
     if (fds[i].revents != 0) read_output(*owners[i].first, owners[i].second);
   }
+  stdin_relay_.on_ready(fds.back().revents);
 }
 
 void Job::read_output(RankState& rank, int stream) {
@@ -282,8 +378,10 @@ void Job::reap() {
       rank.running = false;
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (failed && !stopping_) {
-        stop_all("rank " + std::to_string(rank.rank) + " (pid " + std::to_string(pid) +
-                     " on localhost) " + describe_status(status),
+        const std::string where =
+            rank.remote ? "on " + rank.host : "pid " + std::to_string(pid) + " on " + rank.host;
+        stop_all("rank " + std::to_string(rank.rank) + " (" + where + ") " +
+                     describe_status(status, rank.remote),
                  exit_code_of(status));
       }
     }
@@ -294,6 +392,8 @@ void Job::stop_all(const std::string& why, int exit_code) {
   if (stopping_) return;
   stopping_ = true;
   exit_code_ = exit_code;
+  show_start_progress();
+  stdin_relay_.close_target();
   int others = 0;
   for (const auto& rank : ranks_) {
     if (!rank.running) continue;
@@ -309,12 +409,14 @@ void Job::stop_all(const std::string& why, int exit_code) {
 void Job::check_deadlines() {
   const auto now = Clock::now();
   if (job_deadline_ && now >= *job_deadline_ && !stopping_) {
-    std::string running;
+    std::vector<int> running;
+    std::vector<std::string> hosts;
     for (const auto& rank : ranks_) {
-      if (rank.running) running += (running.empty() ? "" : ", ") + std::to_string(rank.rank);
+      hosts.push_back(rank.host);
+      if (rank.running) running.push_back(rank.rank);
     }
     job_deadline_.reset();
-    stop_all("--timeout reached; ranks still running: " + running, 124);
+    stop_all("--timeout reached; still running: " + describe_ranks(running, hosts), 124);
   }
   if (kill_deadline_ && now >= *kill_deadline_) {
     for (const auto& rank : ranks_) {
@@ -356,10 +458,17 @@ void print_dry_run(const Options& options, const std::vector<Placement>& placed)
   for (int r = 0; r < options.num_ranks; ++r) {
     const Placement& where = placed[static_cast<std::size_t>(r)];
     std::string line = "rank " + std::to_string(r) + " on " + where.host + ":";
+    if (!is_local_host(where.host)) {
+      const auto rsh =
+          options.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options.rsh;
+      for (const auto& word : remote_agent_argv(rsh, where.host, this_executable())) {
+        line += " " + word;
+      }
+      line += " <<< (over stdin)";
+    }
     if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
-    for (const auto& entry :
-         rank_environment(options, r, where, "<secret>", "<rlxrun's address>")) {
-      if (is_rlx_variable(entry)) line += " " + entry;
+    for (const auto& entry : rank_variables(options, r, where, "<secret>", "<rlxrun's address>")) {
+      line += " " + entry;
     }
     for (const auto& arg : options.program) line += " " + arg;
     std::printf("%s\n", line.c_str());

@@ -30,10 +30,14 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   return out;
 }
 
+struct ChildPipes {
+  Pipe in, out, err, exec_error;
+};
+
 // Runs in the child between fork and exec: only async-signal-safe calls.
-[[noreturn]] void become_rank(const SpawnSpec& spec, pid_t launcher, const Pipe& out,
-                              const Pipe& err, const Pipe& exec_error, char* const* argv,
-                              char* const* envp) {
+[[noreturn]] void become_rank(const SpawnSpec& spec, pid_t launcher, const ChildPipes& pipes,
+                              char* const* argv, char* const* envp) {
+  const Pipe& exec_error = pipes.exec_error;
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != launcher) _exit(127);  // the launcher died before prctl took effect
@@ -41,12 +45,16 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
-  if (!spec.inherit_stdin) {
+  if (spec.stdin_mode == StdinMode::null) {
     const int null_fd = open("/dev/null", O_RDONLY);
     dup2(null_fd, STDIN_FILENO);
+  } else if (spec.stdin_mode == StdinMode::pipe) {
+    dup2(pipes.in.read_end, STDIN_FILENO);
   }
-  dup2(out.write_end, STDOUT_FILENO);
-  dup2(err.write_end, STDERR_FILENO);
+  if (spec.capture_output) {
+    dup2(pipes.out.write_end, STDOUT_FILENO);
+    dup2(pipes.err.write_end, STDERR_FILENO);
+  }
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
     const int code = errno;
     (void)!write(exec_error.write_end, &code, sizeof code);
@@ -60,30 +68,38 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
 
 }  // namespace
 
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
 ChildProcess spawn_local(const SpawnSpec& spec) {
-  const Pipe out = make_pipe(), err = make_pipe(), exec_error = make_pipe();
+  ChildPipes pipes{.exec_error = make_pipe()};
+  if (spec.stdin_mode == StdinMode::pipe) pipes.in = make_pipe();
+  if (spec.capture_output) {
+    pipes.out = make_pipe();
+    pipes.err = make_pipe();
+  }
   auto argv = c_strings(spec.argv);
   auto envp = c_strings(spec.environment);
   const pid_t launcher = getpid();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + strerror(errno));
-  if (pid == 0) become_rank(spec, launcher, out, err, exec_error, argv.data(), envp.data());
+  if (pid == 0) become_rank(spec, launcher, pipes, argv.data(), envp.data());
 
   setpgid(pid, pid);  // also from the parent, so the group exists before we signal it
-  close(out.write_end);
-  close(err.write_end);
-  close(exec_error.write_end);
+  for (Pipe* pipe : {&pipes.out, &pipes.err, &pipes.exec_error}) close_fd(pipe->write_end);
+  close_fd(pipes.in.read_end);
   int code = 0;
-  const ssize_t got = read(exec_error.read_end, &code, sizeof code);
-  close(exec_error.read_end);
+  const ssize_t got = read(pipes.exec_error.read_end, &code, sizeof code);
+  close_fd(pipes.exec_error.read_end);
   if (got == sizeof code) {
-    close(out.read_end);
-    close(err.read_end);
+    for (int* fd : {&pipes.out.read_end, &pipes.err.read_end, &pipes.in.write_end}) close_fd(*fd);
     throw std::runtime_error("cannot start '" + spec.argv[0] + "'" +
                              (spec.cwd.empty() ? "" : " in '" + spec.cwd + "'") + ": " +
                              strerror(code));
   }
-  return {pid, out.read_end, err.read_end};
+  return {pid, pipes.out.read_end, pipes.err.read_end, pipes.in.write_end};
 }
 
 }  // namespace rlx::launcher

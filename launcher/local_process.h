@@ -8,17 +8,25 @@
 
 namespace rlx::launcher {
 
+enum class StdinMode {
+  null,     // /dev/null
+  inherit,  // the launcher's own stdin
+  pipe,     // a pipe whose write end the caller gets (ChildProcess::stdin_fd)
+};
+
 struct SpawnSpec {
   std::vector<std::string> argv;         // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::string> environment;  // the complete environment, "NAME=VALUE"
   std::string cwd;                       // empty: the launcher's own
-  bool inherit_stdin = false;            // otherwise stdin is /dev/null
+  StdinMode stdin_mode = StdinMode::null;
+  bool capture_output = true;  // otherwise the child writes to our stdout and stderr
 };
 
 struct ChildProcess {
   pid_t pid = -1;
-  int stdout_fd = -1;  // read ends of the child's stdout and stderr
+  int stdout_fd = -1;  // read ends of the child's stdout and stderr, when captured
   int stderr_fd = -1;
+  int stdin_fd = -1;  // write end of the child's stdin, with StdinMode::pipe
 };
 
 // Forks and execs. The child leads its own process group (so the launcher can

@@ -6,10 +6,12 @@
 
 #include "launcher/job.h"
 #include "launcher/options.h"
+#include "launcher/remote_agent.h"
 #include "rlx/version.h"
 
 int main(int argc, char** argv) {
   using namespace rlx::launcher;
+  if (argc == 2 && std::string(argv[1]) == kRemoteAgentFlag) return run_remote_agent();
   Options options;
   try {
     options = parse_options(std::vector<std::string>(argv + 1, argv + argc));

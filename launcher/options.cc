@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string_view>
 
+#include "launcher/remote_launch.h"
+
 namespace rlx::launcher {
 namespace {
 
@@ -113,6 +115,8 @@ bool take_valued(ArgReader& reader, Options& options) {
     options.hostfile = reader.value_of("--hostfile");
   } else if (reader.take_flag("-H") || reader.take_flag("--host")) {
     options.host_list = reader.value_of("-H");
+  } else if (reader.take_flag("--rsh")) {
+    options.rsh = split_command_words(reader.value_of("--rsh"), "--rsh");
   } else {
     return false;
   }
@@ -152,14 +156,20 @@ SYNOPSIS
     rlxrun -n N [--hostfile FILE | -H host[:slots],...] [OPTIONS] [--] PROGRAM [ARGS...]
 
 DESCRIPTION
-    Starts N copies of PROGRAM on this machine, each with the environment that
+    Starts N copies of PROGRAM, on this machine or on the hosts of a hostfile
+    (over ssh), each with the environment that
     rlx::init reads to join the group (RLX_RANK, RLX_WORLD_SIZE, RLX_LOCAL_RANK,
     RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR). Each rank's
     output is prefixed with its rank. If any rank exits with a non-zero status
     or dies by a signal, rlxrun names it, stops every other rank (SIGTERM, then
     SIGKILL after a grace period) and exits with that rank's status. Ctrl-C or
     SIGTERM to rlxrun stops the whole job the same way; if rlxrun itself is
-    killed, its ranks are killed with it.
+    killed, its ranks are killed with it, on every host.
+
+    While the ranks start, rlxrun shows how many have joined the job's
+    rendezvous (on a terminal, one updating line; otherwise a line per change,
+    once the start takes longer than a second), and names the ranks still
+    missing when RLX_CONNECT_TIMEOUT_S (default 60) has passed.
 
 OPTIONS
     -n, -np N            number of ranks (required)
@@ -168,6 +178,8 @@ OPTIONS
                          or MLX's JSON host list; see hostfiles/ for examples
     -H, --host LIST      hosts and slots on the command line: node1:2,node2:4
     --oversubscribe      allow more ranks than slots (never more than max_slots)
+    --rsh CMD            how to reach other hosts (default: ssh -o BatchMode=yes),
+                         for example --rsh 'ssh -p 2222 -i ~/.ssh/cluster'
     --ifname IF          network interface the ranks listen on: sets RLX_IFNAME
     --timeout S          end the job after S seconds, naming the ranks still running
     --env, -x K=V        set K=V in every rank's environment (repeatable)
@@ -183,8 +195,15 @@ OPTIONS
 
     Without --hostfile or -H every rank runs on this machine. Ranks fill each
     host's slots in order. Hosts that are this machine (localhost, its name,
-    its addresses) are started directly; starting ranks on other hosts over
-    ssh is not available yet: use mpirun for multi-host jobs.
+    its addresses) are started directly. On every other host, rlxrun runs
+    `CMD HOST exec RLXRUN --remote-agent`, where RLXRUN is this rlxrun's own
+    path (install rlx at the same path on every host, as Open MPI's orted);
+    the agent reads the rank's environment, job token included, from ssh's
+    stdin (never from a command line), starts the rank in the same working
+    directory as rlxrun's (or --cwd), and stops it when the ssh session ends.
+    Remote ranks get RLX_* and --env variables, not rlxrun's whole
+    environment. The rendezvous then listens on the address that routes to
+    the first remote host (or --ifname's), so every host must reach it.
 
 EXIT STATUS
     0 when every rank exits 0; otherwise the status of the first rank that

@@ -28,6 +28,7 @@ struct Options {
   std::string hostfile;   // --hostfile
   std::string host_list;  // -H h1:2,h2
   bool oversubscribe = false;
+  std::vector<std::string> rsh;  // --rsh, split into words; empty: kDefaultRsh
   bool dry_run = false;
   bool show_help = false;
   bool show_version = false;

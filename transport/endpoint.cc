@@ -1,13 +1,18 @@
 #include "transport/endpoint.h"
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <memory>
 #include <set>
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "transport/errors.h"
 
@@ -85,6 +90,37 @@ std::string interface_address(std::string_view ifname, bool prefer_ipv6) {
   throw CollectiveError(ErrorKind::invalid_argument, {.operation = "find interface"},
                         "interface '" + std::string(ifname) + "' has no usable address",
                         "RLX_IFNAME / --ifname must name one of: " + known);
+}
+
+std::string source_address_towards(const std::string& host) {
+  auto fail = [&host](const std::string& why) -> std::string {
+    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "route to " + host}, why,
+                          "check the host name, or choose the interface with --ifname");
+  };
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* raw = nullptr;
+  if (const int rc = getaddrinfo(host.c_str(), "9", &hints, &raw); rc != 0) {
+    return fail("cannot resolve '" + host + "': " + gai_strerror(rc));
+  }
+  std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(raw, freeaddrinfo);
+  // Connecting a UDP socket sends nothing; it only asks the kernel for a route.
+  const int fd = socket(raw->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return fail(std::string("socket: ") + strerror(errno));
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  const bool routed = connect(fd, raw->ai_addr, raw->ai_addrlen) == 0 &&
+                      getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
+  const int error = errno;
+  close(fd);
+  if (!routed) return fail("no route to '" + host + "': " + strerror(error));
+  char text[INET6_ADDRSTRLEN] = {};
+  if (local.ss_family == AF_INET6) {
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, text, sizeof text);
+  } else {
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, text, sizeof text);
+  }
+  return text;
 }
 
 }  // namespace rlx

@@ -25,4 +25,10 @@ HostPort parse_host_port(std::string_view text, std::string_view what);
 // Throws CollectiveError (invalid_argument) naming the interfaces that exist.
 std::string interface_address(std::string_view ifname, bool prefer_ipv6 = false);
 
+// The address of this machine that the kernel would send from to reach `host`
+// (a name or an address): what a peer there can connect back to. Throws
+// CollectiveError (invalid_argument) when `host` does not resolve or is not
+// routable from here.
+std::string source_address_towards(const std::string& host);
+
 }  // namespace rlx

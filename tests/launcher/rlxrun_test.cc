@@ -118,7 +118,7 @@ TEST_F(Rlxrun, TimeoutEndsTheJobNamingTheRanksStillRunning) {
   Subprocess job({RLXRUN, "-n", "2", "--timeout", "0.5", "sh", "-c", kRecordPidThenRun}, env());
   const Finished f = job.wait(30s);
   EXPECT_EQ(f.exit_code(), 124);
-  EXPECT_NE(f.err.find("ranks still running: 0, 1"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("still running: ranks 0, 1 (on localhost)"), std::string::npos) << f.err;
   expect_all_gone(rank_pids(0, 0ms), 5s);
 }
 

@@ -119,14 +119,14 @@ std::vector<std::byte> encode_table(const std::vector<HostPort>& table, std::str
     w.string(endpoint.host);
     w.u16(endpoint.port);
   }
-  w.raw(mac_over(token, "rlx/1 table", w.bytes(), client_nonce));
+  w.raw(table_mac(w.bytes(), token, client_nonce));
   return w.take();
 }
 
 std::vector<HostPort> decode_table(std::span<const std::byte> body, std::string_view token,
                                    const auth::Nonce& client_nonce) {
   const auto [signed_part, mac] = split_mac(body);
-  if (!auth::equal(mac_over(token, "rlx/1 table", signed_part, client_nonce), mac)) {
+  if (!auth::equal(table_mac(signed_part, token, client_nonce), mac)) {
     throw wire::DecodeError("the rendezvous table does not verify (wrong job token?)");
   }
   wire::ByteReader r(signed_part);
@@ -138,6 +138,11 @@ std::vector<HostPort> decode_table(std::span<const std::byte> body, std::string_
   for (std::uint32_t i = 0; i < count; ++i) table.push_back(read_endpoint(r));
   r.expect_end();
   return table;
+}
+
+auth::Mac table_mac(std::span<const std::byte> signed_part, std::string_view token,
+                    const auth::Nonce& client_nonce) {
+  return mac_over(token, "rlx/1 table", signed_part, client_nonce);
 }
 
 }  // namespace rlx::rendezvous

@@ -48,4 +48,10 @@ std::vector<std::byte> encode_table(const std::vector<HostPort>& table, std::str
 std::vector<HostPort> decode_table(std::span<const std::byte> body, std::string_view token,
                                    const auth::Nonce& client_nonce);
 
+// The MAC that ends a table message whose other bytes are `signed_part`: what
+// encode_table appends and decode_table checks first (a fuzzer signs its
+// inputs with it to reach the parser behind the check).
+auth::Mac table_mac(std::span<const std::byte> signed_part, std::string_view token,
+                    const auth::Nonce& client_nonce);
+
 }  // namespace rlx::rendezvous

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# rlxrun across the hosts of a cluster.sh cluster, over real ssh: the
+# conformance suite and an example on 3 hosts, a failing remote rank, and a
+# launcher killed with SIGKILL (its remote ranks must not outlive it).
+# Usage (through cluster.sh): cluster.sh run 3 -- rlxrun_across_hosts.sh BUILD_DIR CASE
+#   CASE: conformance | example | remote_failure | launcher_killed
+set -euo pipefail
+build=$(cd "$1" && pwd)
+case_name=$2
+rlxrun=$build/bin/rlxrun
+read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
+read -r -a namespaces <<<"$RLX_CLUSTER_NAMESPACES"
+work=$RLX_CLUSTER_DIR/work
+mkdir -p "$work"
+cd "$work"
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# An Open MPI style hostfile: one slot on each host.
+for host in "${hosts[@]}"; do echo "$host slots=1"; done >hostfile
+
+run_rlxrun() {
+  timeout -k 5 "$1" "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" "${@:2}"
+}
+
+# The processes in each host's namespace other than its sshd: what a job left behind.
+leftovers() {
+  local ns pid
+  for ns in "${namespaces[@]}"; do
+    for pid in $(ip netns pids "$ns"); do
+      local name
+      name=$(cat "/proc/$pid/comm" 2>/dev/null || true)
+      [[ -z $name || $name == sshd ]] || echo "$ns: pid $pid ($name)"
+    done
+  done
+}
+
+expect_no_leftovers_within() {
+  local seconds=$1 left
+  for _ in $(seq 1 $((seconds * 5))); do
+    left=$(leftovers)
+    [[ -z $left ]] && return
+    sleep 0.2
+  done
+  fail "processes left on the hosts after ${seconds} s: $left"
+}
+
+case $case_name in
+  conformance)
+    # Every rank on its own host; the output tags show which rank said what.
+    run_rlxrun 300 -n 3 "$build/tests/conformance/conformance_test" --gtest_brief=1 | tee out.txt
+    grep -q '^\[2\] \[  PASSED  \]' out.txt || fail "rank 2 did not report PASSED"
+    ;;
+  example)
+    # 4 ranks on 3 hosts (the hidden size divides by 4): two share the first
+    # host, the others cross the bridge.
+    printf '%s slots=2\n%s slots=1\n%s slots=1\n' "${hosts[@]}" >hostfile
+    run_rlxrun 120 -n 4 "$build/examples/tensor_parallel_mlp" | tee out.txt
+    [[ $(grep -c "of 4 (tcp).*(ok)" out.txt) -eq 4 ]] || fail "not every rank reported (ok)"
+    # Where each rank ran: each host is its own UTS namespace, named after its namespace.
+    run_rlxrun 60 -n 4 --env RLX_PROBE=set sh -c 'echo "$(hostname) rank $RLX_RANK local $RLX_LOCAL_RANK of $RLX_LOCAL_SIZE probe $RLX_PROBE token ${#RLX_JOB_TOKEN}"' |
+      tee names.txt
+    expect_rank() {
+      grep -q "^\[$1\] $2 rank $1 local $3 of $4 probe set token 64$" names.txt ||
+        fail "rank $1 did not run on $2 as local rank $3 of $4 with the job's variables"
+    }
+    expect_rank 0 "${namespaces[0]}" 0 2
+    expect_rank 1 "${namespaces[0]}" 1 2
+    expect_rank 2 "${namespaces[1]}" 0 1
+    expect_rank 3 "${namespaces[2]}" 0 1
+    ;;
+  remote_failure)
+    # Rank 1 (on the second host) exits 3; the others would run for a minute.
+    set +e
+    run_rlxrun 60 -n 3 sh -c 'if [ "$RLX_RANK" = 1 ]; then exit 3; fi; exec sleep 60' 2>err.txt
+    status=$?
+    set -e
+    cat err.txt >&2
+    [[ $status -eq 3 ]] || fail "rlxrun exited $status, expected rank 1's status 3"
+    grep -q "rank 1 (on ${hosts[1]}) exited with status 3" err.txt || fail "rank 1 and its host not named"
+    expect_no_leftovers_within 10
+    ;;
+  launcher_killed)
+    "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" -n 3 sleep 120 >/dev/null 2>&1 &
+    launcher=$!
+    for _ in $(seq 1 100); do
+      [[ $(leftovers | grep -c sleep || true) -eq 3 ]] && break
+      sleep 0.2
+    done
+    [[ $(leftovers | grep -c sleep || true) -eq 3 ]] || fail "the 3 remote ranks never started: $(leftovers)"
+    kill -KILL "$launcher"
+    expect_no_leftovers_within 15
+    ;;
+  *)
+    fail "unknown case '$case_name'"
+    ;;
+esac
+echo "PASS: rlxrun across ${#hosts[@]} hosts: $case_name"

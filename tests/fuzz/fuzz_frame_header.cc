@@ -1,0 +1,21 @@
+// libFuzzer target: the 40-byte frame header every TCP message starts with.
+// Any input must decode or throw wire::DecodeError; a header that decodes
+// must encode back to the same bytes (nothing is accepted loosely).
+#include <cstdlib>
+#include <cstring>
+
+#include "transport/tcp/frame.h"
+#include "transport/wire.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < rlx::tcp::kFrameHeaderBytes) return 0;
+  const auto bytes = std::span<const std::byte, rlx::tcp::kFrameHeaderBytes>(
+      reinterpret_cast<const std::byte*>(data), rlx::tcp::kFrameHeaderBytes);
+  try {
+    const rlx::tcp::FrameHeader header = rlx::tcp::decode(bytes);
+    const rlx::tcp::EncodedHeader again = rlx::tcp::encode(header);
+    if (std::memcmp(again.data(), data, again.size()) != 0) std::abort();
+  } catch (const rlx::wire::DecodeError&) {
+  }
+  return 0;
+}

@@ -1,0 +1,77 @@
+// Writes the fuzzers' seed corpus: valid messages of every kind, made by the
+// encoders themselves, so fuzzing starts from inputs that reach deep.
+// Usage: make_seeds DIR   (writes DIR/<fuzzer>/<name>)
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "launcher/agent_request.h"
+#include "transport/rendezvous/protocol.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/handshake.h"
+
+namespace {
+
+std::filesystem::path root;
+
+void write(const std::string& fuzzer, const std::string& name, const void* data, std::size_t size,
+           const std::string& prefix = "") {
+  std::filesystem::create_directories(root / fuzzer);
+  std::ofstream out(root / fuzzer / name, std::ios::binary);
+  out << prefix;
+  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(size));
+}
+
+template <typename Bytes>
+void write_bytes(const std::string& fuzzer, const std::string& name, const Bytes& bytes,
+                 const std::string& prefix = "") {
+  write(fuzzer, name, bytes.data(), bytes.size(), prefix);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace rlx;
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  root = argv[1];
+  write_bytes(
+      "fuzz_frame_header", "message",
+      tcp::encode({.kind = tcp::FrameKind::message, .tag = 7, .sequence = 3, .length = 100}));
+  write_bytes("fuzz_frame_header", "all_sum",
+              tcp::encode(tcp::collective_header({.kind = CollectiveKind::all_reduce,
+                                                  .op = ReduceOp::max,
+                                                  .dtype = Dtype::f16,
+                                                  .count = 1000,
+                                                  .sequence = 9},
+                                                 2, 512)));
+  const tcp::Hello hello{.world_size = 4, .from_rank = 3, .to_rank = 1, .connection = 2};
+  const auto hello_bytes = tcp::encode_hello(hello);
+  const auto challenge = tcp::encode_challenge({});
+  std::string both(reinterpret_cast<const char*>(hello_bytes.data()), hello_bytes.size());
+  both.append(reinterpret_cast<const char*>(challenge.data()), challenge.size());
+  write_bytes("fuzz_handshake", "hello", hello_bytes);
+  write_bytes("fuzz_handshake", "hello_and_challenge", both);
+
+  const auth::Nonce nonce{};
+  write_bytes("fuzz_rendezvous", "server_hello", rendezvous::encode_server_hello(nonce),
+              std::string(1, '\0'));
+  write_bytes(
+      "fuzz_rendezvous", "register",
+      rendezvous::encode_register({.world_size = 4, .rank = 2, .endpoint = {"10.0.0.2", 4000}},
+                                  "fuzz-token", nonce),
+      std::string(1, '\1'));
+  auto table =
+      rendezvous::encode_table({{"10.0.0.1", 4000}, {"fd00::2", 4001}}, "fuzz-token", nonce);
+  table.resize(table.size() - auth::kMacBytes);  // the fuzzer signs what it is given
+  write_bytes("fuzz_rendezvous", "table", table, std::string(1, '\2'));
+
+  write_bytes("fuzz_agent_request", "request",
+              launcher::encode_agent_request({.environment = {"RLX_RANK=1", "RLX_JOB_TOKEN=ab"},
+                                              .cwd = "/work",
+                                              .argv = {"./prog", "--steps", "10"}}));
+  return 0;
+}
