@@ -10,6 +10,8 @@ packages=(
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev  # the Gloo peer in bench/compare
+  openssh-server openssh-client iproute2  # tests/cluster: hosts as network namespaces with sshd
+  clang-14 libclang-rt-14-dev             # tests/fuzz: libFuzzer
   "$@"
 )
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command: install what is missing, build, and run the
 # whole test suite through ctest: the release build (and a short run of
-# bench/compare), then the ASan+UBSan and TSan builds.
+# bench/compare), then the ASan+UBSan and TSan builds, then the fuzzers.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,5 +31,11 @@ bench/compare --short --build build/release --out build/release/bench-short >/de
 if [[ $quick -eq 0 ]]; then
   run_preset asan
   run_preset tsan
+  # libFuzzer on every decoder of network and file input, from the committed
+  # seeds, RLX_FUZZ_SECONDS (default 20) per target.
+  echo "=== rlx: fuzzing ==="
+  cmake -S tests/fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+  cmake --build build/fuzz -j "$jobs"
+  ctest --test-dir build/fuzz --output-on-failure
 fi
 echo "=== rlx: all test runs passed ==="
