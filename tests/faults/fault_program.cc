@@ -6,12 +6,14 @@
 //   fault_program mismatch_kind   rank 0 enters a barrier, the rest an all_sum
 //   fault_program peer_killed     the last rank kills itself mid-loop
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
-//   fault_program steady          correct collectives for ~2 s (strangers attack meanwhile)
+//   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000;
+//                                 strangers attack meanwhile), then the peak RSS
 //
 // Prints "RESULT kind=<error kind> ms=<time to the error>" and exits 0 when
 // the expected error (or, for steady, every result) was seen.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -43,8 +45,23 @@ bool expect_error(rlx::ErrorKind expected, Body body) {
   }
 }
 
+// This process's peak resident memory, from /proc/self/status (VmHWM).
+long peak_rss_kib() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (status == nullptr) return -1;
+  char line[256];
+  long kib = -1;
+  while (std::fgets(line, sizeof line, status) != nullptr) {
+    if (std::strncmp(line, "VmHWM:", 6) == 0) kib = std::atol(line + 6);
+  }
+  std::fclose(status);
+  return kib;
+}
+
 bool steady(rlx::Transport& group) {
   const auto start = Clock::now();
+  const char* length = std::getenv("RLX_STEADY_MS");
+  const long run_ms = length != nullptr ? std::atol(length) : 2000;
   for (int round = 0;; ++round) {
     std::vector<std::int64_t> v(4096 + static_cast<std::size_t>(round % 7), group.rank() + 1);
     group.all_sum(std::span(v));
@@ -54,10 +71,10 @@ bool steady(rlx::Transport& group) {
       if (x != want) return false;
     }
     // Rank 0 decides when to stop, and everyone learns it in the same round.
-    std::int32_t keep_going = group.rank() == 0 ? (ms_since(start) < 2000) : 0;
+    std::int32_t keep_going = group.rank() == 0 ? (ms_since(start) < run_ms) : 0;
     group.all_sum(std::span(&keep_going, 1));
     if (keep_going == 0) {
-      std::printf("RESULT kind=none rounds=%d\n", round + 1);
+      std::printf("RESULT kind=none rounds=%d peak_rss_kib=%ld\n", round + 1, peak_rss_kib());
       return true;
     }
   }

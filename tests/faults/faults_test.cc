@@ -1,12 +1,14 @@
 // What every rank sees when a job goes wrong: each case runs real rank
 // processes (tests/faults/fault_program.cc) over TCP on loopback.
 #include <cstdlib>
+#include <future>
 
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include "tests/support/job_harness.h"
 #include "transport/socket_io.h"
+#include "transport/tcp/frame.h"
 #include "transport/tcp/handshake.h"
 
 namespace rlx::testing {
@@ -15,9 +17,12 @@ namespace {
 using namespace std::chrono_literals;
 
 JobOutcome run_mode(const std::string& mode, int ranks, std::vector<std::string> env = {},
-                    std::function<void(const rendezvous::Server&)> hook = {}) {
+                    std::function<void(const rendezvous::Server&)> hook = {},
+                    std::vector<std::string> wrapper = {}) {
+  wrapper.push_back(sibling_program("fault_program"));
+  wrapper.push_back(mode);
   return run_job({.ranks = ranks,
-                  .argv = {sibling_program("fault_program"), mode},
+                  .argv = std::move(wrapper),
                   .env = std::move(env),
                   .limit = 60s,
                   .while_running = std::move(hook)});
@@ -114,6 +119,81 @@ TEST(Faults, StrangersOnTheJobsPortsChangeNothing) {
     }
   }
   EXPECT_GE(refusals, 6) << describe(job);  // garbage and impostor, on each of 3 ranks
+}
+
+int count_of(const std::string& text, const std::string& what) {
+  int count = 0;
+  for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size()) {
+    ++count;
+  }
+  return count;
+}
+
+// A replayed handshake: the proof for one connection's challenge, made with
+// the right token (as a recording of a real rank would hold), sent again on a
+// new connection, whose challenge carries a fresh nonce.
+void replay_a_handshake(const HostPort& endpoint, Deadline deadline) {
+  const auto hello = tcp::encode_hello({3, 2, 0, 1, auth::fresh_nonce()});
+  std::array<std::byte, tcp::kChallengeBytes> challenge;
+  UniqueFd first = connect_with_retry(endpoint, deadline);
+  send_all(first.get(), hello, deadline);
+  recv_exact(first.get(), challenge, deadline);
+  const auto recorded =
+      tcp::connector_mac("test-token", hello, tcp::decode_challenge(challenge).nonce);
+  UniqueFd again = connect_with_retry(endpoint, deadline);
+  send_all(again.get(), hello, deadline);
+  try {
+    recv_exact(again.get(), challenge, deadline);
+    send_all(again.get(), recorded, deadline);
+  } catch (const IoError&) {
+    // Refused before the challenge is also a refusal.
+  }
+}
+
+// A thousand strangers at once on one rank's port: half send a frame header
+// announcing 2^63 bytes, half stay silent; plus a replayed handshake. The job
+// finishes with correct results, each rank's peak memory stays bounded, and
+// each refused attempt is logged at most once. The ranks may open only 256
+// files, so the flood also runs the target out of descriptors: it must keep
+// accepting (and refusing) once some are free again.
+TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
+  constexpr int kStrangers = 1000;
+  auto flood = [](HostPort target) {
+    const auto deadline = Clock::now() + 20s;
+    tcp::FrameHeader huge{.kind = tcp::FrameKind::message, .length = std::uint64_t{1} << 63};
+    const auto header = tcp::encode(huge);
+    std::vector<UniqueFd> strangers;
+    for (int i = 0; i < kStrangers; ++i) {
+      strangers.push_back(connect_with_retry(target, deadline));
+      if (i % 2 == 0) send_all(strangers.back().get(), header, deadline);
+    }
+    strangers.clear();  // the silent ones leave: the target has descriptors again
+    replay_a_handshake(target, deadline);
+  };
+  // On its own thread, so the harness keeps draining the ranks' output meanwhile.
+  std::future<void> attack;
+  auto start_attack = [&](const rendezvous::Server& server) {
+    attack = std::async(std::launch::async, flood, server.endpoints()[0]);
+  };
+  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30", "RLX_STEADY_MS=4000"},
+                                  start_attack, {"prlimit", "--nofile=256:256"});
+  ASSERT_TRUE(attack.valid());
+  attack.get();
+  for (const auto& rank : job.ranks) {
+    EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    const auto at = rank.out.find("peak_rss_kib=");
+    ASSERT_NE(at, std::string::npos) << describe(job);
+    const long peak_kib = std::atol(rank.out.c_str() + at + 13);
+    EXPECT_LT(peak_kib, 256 * 1024) << "peak RSS " << peak_kib << " KiB\n" << describe(job);
+    std::printf("peak RSS: %ld KiB\n", peak_kib);
+  }
+  const int refusals = count_of(job.ranks[0].err, "refused a connection");
+  std::printf("refusals logged by rank 0: %d\n", refusals);
+  EXPECT_GE(refusals, kStrangers / 2 + 1) << describe(job);  // every header, and the replay
+  EXPECT_LE(refusals, kStrangers + 2) << describe(job);      // none logged twice
+  // It ran out of descriptors, said so once, and accepted again (the replay was answered).
+  EXPECT_EQ(count_of(job.ranks[0].err, "cannot accept connections (Too many open files)"), 1)
+      << describe(job);
 }
 
 }  // namespace

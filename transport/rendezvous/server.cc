@@ -64,7 +64,11 @@ struct Server::Impl {
 
   void accept() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-      if (ec) return;  // closed
+      if (ec) {
+        accept_retry.after_failure(ec, acceptor, "rendezvous", [this] { accept(); });
+        return;
+      }
+      accept_retry.after_success();
       auto session = std::make_shared<Session>(*this, std::move(socket));
       boost::system::error_code ignored;
       session->peer = session->socket.remote_endpoint(ignored).address().to_string();
@@ -144,6 +148,7 @@ struct Server::Impl {
   std::string token;
   asio::io_context io;
   tcp::acceptor acceptor;
+  AcceptRetry accept_retry{io.get_executor()};
   std::thread thread;
   std::mutex mutex;
   std::vector<std::shared_ptr<Session>> slots;

@@ -37,6 +37,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
 
   Impl(asio::io_context& io, MeshSpec mesh_spec)
       : acceptor(io),
+        accept_retry(io.get_executor()),
         spec(std::move(mesh_spec)),
         arrived(static_cast<std::size_t>(spec.world_size)) {
     for (auto& connections : arrived) connections.resize(static_cast<std::size_t>(spec.lanes) + 1);
@@ -45,7 +46,13 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
   void accept() {
     acceptor.async_accept(
         [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
-          if (ec) return;  // the acceptor closed
+          if (ec) {
+            self->accept_retry.after_failure(ec, self->acceptor,
+                                             "rank " + std::to_string(self->spec.rank),
+                                             [self] { self->accept(); });
+            return;
+          }
+          self->accept_retry.after_success();
           auto session = std::make_shared<Session>(std::move(socket));
           boost::system::error_code ignored;
           const auto remote = session->socket.remote_endpoint(ignored);
@@ -156,6 +163,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
   bool complete() { return missing_description().empty(); }
 
   tcp::acceptor acceptor;
+  AcceptRetry accept_retry;
   MeshSpec spec;
   std::mutex mutex;
   std::condition_variable changed;

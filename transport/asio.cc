@@ -1,0 +1,27 @@
+#include "transport/asio.h"
+
+#include "transport/log.h"
+
+namespace rlx {
+
+// The pause before accepting again after a passing failure.
+constexpr std::chrono::milliseconds kAcceptRetryPause{100};
+
+bool AcceptRetry::after_failure(const boost::system::error_code& ec,
+                                const boost::asio::ip::tcp::acceptor& acceptor,
+                                const std::string& what, std::function<void()> accept_again) {
+  if (ec == boost::asio::error::operation_aborted || !acceptor.is_open()) return false;
+  if (!failing_) {
+    log_warning(what + ": cannot accept connections (" + ec.message() +
+                "); retrying every 100 ms. A flood of connections? Check who connects, and "
+                "ulimit -n");
+    failing_ = true;
+  }
+  timer_.expires_after(kAcceptRetryPause);
+  timer_.async_wait([again = std::move(accept_again)](boost::system::error_code wait_ec) {
+    if (!wait_ec) again();
+  });
+  return true;
+}
+
+}  // namespace rlx
