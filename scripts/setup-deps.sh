@@ -10,7 +10,7 @@ packages=(
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev  # the Gloo peer in bench/compare
-  openssh-server openssh-client iproute2  # tests/cluster: hosts as network namespaces with sshd
+  openssh-server openssh-client iproute2 nftables  # tests/cluster: hosts, sshd, faults
   clang-14 libclang-rt-14-dev             # tests/fuzz: libFuzzer
   "$@"
 )

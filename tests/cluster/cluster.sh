@@ -65,16 +65,26 @@ claim_number() {
   die "no free cluster number under $kClaims"
 }
 
-# Removes cluster N: its sshds, namespaces (and every process left in them),
-# bridge and claim. Safe to call on a half-made cluster.
-teardown() {
-  local n=$1 ns pid
+# Removes cluster N's hosts: links, namespaces (and every process left in
+# them) and bridge. Safe to call on a half-made cluster, or on none.
+remove_hosts() {
+  local n=$1 ns pid link
+  # The root ends of the hosts' links first: deleting one removes its pair at
+  # once, while a namespace's links go away asynchronously after `netns del`.
+  for link in $(ip -o link show 2>/dev/null | grep -oE "rlx${n}-v[0-9]+" | sort -u); do
+    ip link del "$link" 2>/dev/null || true
+  done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^rlx${n}-h[0-9]+$" || true); do
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$pid" 2>/dev/null || true; done
     ip netns del "$ns" 2>/dev/null || true
   done
   ip link del "rlxbr$n" 2>/dev/null || true
-  rm -rf "${kClaims:?}/$n"
+}
+
+# Removes cluster N and its claim.
+teardown() {
+  remove_hosts "$1"
+  rm -rf "${kClaims:?}/$1"
 }
 
 write_sshd_config() {
@@ -159,6 +169,7 @@ run() {
   can_make_clusters || exit $kSkip
   local n dir
   n=$(claim_number)
+  remove_hosts "$n"  # what a killed run with this number may have left
   dir=$(mktemp -d "${TMPDIR:-/tmp}/rlx-cluster.XXXXXX")
   # However the command ends (failure, timeout's SIGTERM, Ctrl-C), nothing stays.
   trap 'teardown '"$n"'; rm -rf '"$dir" EXIT

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Network faults between the hosts of a cluster.sh cluster, under an rlxrun
+# job of 3 ranks (one per host) running the soak (every result checked):
+#   degraded:  host 1's link capped at 200 Mbit/s (tbf) and 1% of the TCP
+#              packets host 2 receives dropped (nftables numgen): every
+#              result must still be right.
+#   link_cut:  host 2's link taken down mid-run: every rank that can still
+#              report must fail with a clear error within RLX_TIMEOUT_S, and
+#              rlxrun must exit non-zero, naming the cause.
+# (This kernel has no netem: delay and jitter are not covered here.)
+# Usage (through cluster.sh): cluster.sh run 3 -- network_faults.sh BUILD_DIR CASE
+set -euo pipefail
+build=$(cd "$1" && pwd)
+case_name=$2
+read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
+read -r -a namespaces <<<"$RLX_CLUSTER_NAMESPACES"
+link_of() { echo "${RLX_CLUSTER_BRIDGE#rlxbr}"; }
+work=$RLX_CLUSTER_DIR/work
+mkdir -p "$work"
+cd "$work"
+for host in "${hosts[@]}"; do echo "$host slots=1"; done >hostfile
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+run_soak() {
+  local limit=$1 seconds=$2 timeout_s=$3
+  timeout -k 5 "$limit" "$build/bin/rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" -n 3 \
+    --env RLX_TIMEOUT_S="$timeout_s" "$build/tests/soak/soak" --seconds "$seconds"
+}
+
+n=$(link_of)
+case $case_name in
+  degraded)
+    tc qdisc add dev "rlx$n-v1" root tbf rate 200mbit burst 256kb latency 100ms
+    ip netns exec "${namespaces[2]}" nft -f - <<'EOF'
+table inet rlx_faults {
+  chain input {
+    type filter hook input priority 0;
+    meta l4proto tcp numgen random mod 100 < 1 drop
+  }
+}
+EOF
+    run_soak 180 20 60 | tee out.txt
+    [[ $(grep -c "soak: rank .* 0 mismatches.*(ok)" out.txt) -eq 3 ]] ||
+      fail "not every rank finished the soak with 0 mismatches"
+    dropped=$(ip netns exec "${namespaces[2]}" nft list ruleset | grep -c drop || true)
+    [[ $dropped -ge 1 ]] || fail "the loss rule was not in place"
+    ;;
+  link_cut)
+    set +e
+    (sleep 4 && ip link set "rlx$n-v2" down) &
+    start=$SECONDS
+    run_soak 120 60 10 >out.txt 2>err.txt
+    status=$?
+    elapsed=$((SECONDS - start))
+    set -e
+    cat out.txt err.txt >&2
+    [[ $status -ne 0 && $status -ne 124 ]] || fail "rlxrun exited $status (0: nothing noticed; 124: hung until timeout)"
+    [[ $elapsed -le 45 ]] || fail "the job took $elapsed s to end after a link cut at 4 s (RLX_TIMEOUT_S=10)"
+    grep -q "rlxrun: rank .* (on .*)" err.txt || fail "rlxrun did not name the failed rank and its host"
+    for rank in 0 1; do
+      grep -qE "^\[$rank\] soak: rlx rank $rank of 3: .*(timeout|peer lost)" out.txt err.txt ||
+        fail "rank $rank gave no clear timeout or peer-lost error"
+    done
+    echo "the job ended ${elapsed} s after it started (link cut at 4 s), rlxrun status $status"
+    ;;
+  *)
+    fail "unknown case '$case_name'"
+    ;;
+esac
+echo "PASS: network faults: $case_name"
