@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rlxrun across the hosts of a cluster.sh cluster, over real ssh: the
-# conformance suite and an example on 3 hosts, a failing remote rank, and a
-# launcher killed with SIGKILL (its remote ranks must not outlive it).
+# conformance suite and an example on 3 hosts (with placement, the job's
+# variables and stdin checked), a failing remote rank, and a launcher killed
+# with SIGKILL (its remote ranks must not outlive it).
 # Usage (through cluster.sh): cluster.sh run 3 -- rlxrun_across_hosts.sh BUILD_DIR CASE
 #   CASE: conformance | example | remote_failure | launcher_killed
 set -euo pipefail
@@ -71,6 +72,10 @@ case $case_name in
     expect_rank 1 "${namespaces[0]}" 1 2
     expect_rank 2 "${namespaces[1]}" 0 1
     expect_rank 3 "${namespaces[2]}" 0 1
+    # rlxrun's stdin reaches rank 0 on its remote host (through ssh); the others read nothing.
+    printf 'line one\nline two\n' | run_rlxrun 60 -n 4 cat | tee stdin.txt
+    grep -q '^\[0\] line two$' stdin.txt || fail "rank 0 did not get rlxrun's stdin"
+    [[ $(grep -c 'line' stdin.txt) -eq 2 ]] || fail "stdin reached ranks other than 0"
     ;;
   remote_failure)
     # Rank 1 (on the second host) exits 3; the others would run for a minute.

@@ -57,6 +57,38 @@ class Rlxrun : public ::testing::Test {
   fs::path pids_dir_;
 };
 
+TEST_F(Rlxrun, ShowsHowManyRanksHaveJoinedWhileTheyStart) {
+  // Rank 1 joins 1.5 s late: past the quiet first second, so progress shows.
+  const std::string late = "if [ \"$RLX_RANK\" = 1 ]; then sleep 1.5; fi; exec " HELLO_ALLREDUCE;
+  Subprocess job({RLXRUN, "-n", "2", "sh", "-c", late}, env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.err.find("rlxrun: 1 of 2 ranks connected"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("rlxrun: all 2 ranks connected in"), std::string::npos) << f.err;
+}
+
+TEST_F(Rlxrun, NamesRanksThatHaveNotJoinedAtTheStartDeadline) {
+  // The launcher's start deadline is 2 s; rank 2 joins at 3.5 s (the ranks
+  // themselves wait up to 30 s), so the job still succeeds.
+  const std::string late =
+      "if [ \"$RLX_RANK\" = 2 ]; then sleep 3.5; fi; RLX_CONNECT_TIMEOUT_S=30 "
+      "exec " HELLO_ALLREDUCE;
+  Subprocess job({RLXRUN, "-n", "3", "--env", "RLX_CONNECT_TIMEOUT_S=2", "sh", "-c", late}, env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.err.find("rlxrun: rank 2 (on localhost) did not join the job's rendezvous within"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("(2 of 3 did)"), std::string::npos) << f.err;
+}
+
+TEST_F(Rlxrun, QuickStartsShowNoProgress) {
+  Subprocess job({RLXRUN, "-n", "2", HELLO_ALLREDUCE}, env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_EQ(f.err.find("ranks connected"), std::string::npos) << f.err;
+}
+
 TEST_F(Rlxrun, TagsEveryRanksOutputAndSucceeds) {
   Subprocess job({RLXRUN, "-n", "3", "sh", "-c",
                   "echo hello from $RLX_RANK of $RLX_WORLD_SIZE; echo oops >&2"});
