@@ -30,7 +30,6 @@
 #include "transport/launch_env.h"
 #include "transport/rendezvous/server.h"
 
-extern char** environ;
 
 namespace rlx::launcher {
 namespace {
@@ -79,21 +78,6 @@ std::vector<std::string> rank_variables(const Options& options, int rank,
   set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
   for (const auto& [name, value] : options.env) env.push_back(name + "=" + value);
-  return env;
-}
-
-// A local rank's environment: the launcher's, without any RLX_ settings of an
-// enclosing job, with `variables` laid over it (later entries win).
-std::vector<std::string> local_environment(const std::vector<std::string>& variables) {
-  std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    if (!is_rlx_variable(*entry)) env.emplace_back(*entry);
-  }
-  for (const auto& entry : variables) {
-    const std::string name = entry.substr(0, entry.find('=') + 1);
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name); });
-    env.push_back(entry);
-  }
   return env;
 }
 
@@ -270,13 +254,13 @@ ChildProcess Job::start_rank(int rank, const std::string& token, const std::stri
                                         token, coordinator);
   if (!state.remote) {
     return spawn_local({.argv = options_.program,
-                        .environment = local_environment(variables),
+                        .environment = environment_with(variables, is_rlx_variable),
                         .cwd = options_.cwd,
                         .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null});
   }
   const auto rsh = options_.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options_.rsh;
   ChildProcess child = spawn_local({.argv = remote_agent_argv(rsh, state.host, this_executable()),
-                                    .environment = local_environment({}),
+                                    .environment = environment_with({}, is_rlx_variable),
                                     .stdin_mode = StdinMode::pipe});
   const AgentRequest request{.environment = variables,
                              .cwd = options_.cwd.empty() ? current_directory() : options_.cwd,

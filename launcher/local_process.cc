@@ -9,6 +9,8 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+extern char** environ;
+
 namespace rlx::launcher {
 namespace {
 
@@ -71,6 +73,20 @@ struct ChildPipes {
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides,
+                                          bool (*drop)(std::string_view entry)) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    if (drop == nullptr || !drop(*entry)) env.emplace_back(*entry);
+  }
+  for (const auto& entry : overrides) {
+    const std::string name = entry.substr(0, entry.find('=') + 1);
+    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name); });
+    env.push_back(entry);
+  }
+  return env;
 }
 
 ChildProcess spawn_local(const SpawnSpec& spec) {

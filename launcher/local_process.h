@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -28,6 +29,11 @@ struct ChildProcess {
   int stderr_fd = -1;
   int stdin_fd = -1;  // write end of the child's stdin, with StdinMode::pipe
 };
+
+// This process's environment less the entries `drop` selects (none when
+// null), with `overrides` ("NAME=VALUE") laid over it: later entries win.
+std::vector<std::string> environment_with(const std::vector<std::string>& overrides,
+                                          bool (*drop)(std::string_view entry) = nullptr);
 
 // Forks and execs. The child leads its own process group (so the launcher can
 // signal everything it started), dies with SIGKILL if the launcher dies, and

@@ -15,8 +15,6 @@
 #include "launcher/local_process.h"
 #include "launcher/output.h"
 
-extern char** environ;
-
 namespace rlx::launcher {
 namespace {
 
@@ -27,18 +25,6 @@ void say(const std::string& message) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   write_all(STDERR_FILENO, "rlxrun agent on " + std::string(host) + ": " + message + "\n");
-}
-
-// The login environment with the launcher's entries laid over it.
-std::vector<std::string> merged_environment(const std::vector<std::string>& overrides) {
-  std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) env.emplace_back(*entry);
-  for (const auto& entry : overrides) {
-    const std::string name = entry.substr(0, entry.find('=') + 1);
-    std::erase_if(env, [&](const std::string& e) { return e.starts_with(name); });
-    env.push_back(entry);
-  }
-  return env;
 }
 
 // True once nobody reads `fd` any more: for the pipe or socket sshd gave us
@@ -56,7 +42,7 @@ class Agent {
     signal_fd_ = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
     try {
       child_ = spawn_local({.argv = request.argv,
-                            .environment = merged_environment(request.environment),
+                            .environment = environment_with(request.environment),
                             .cwd = request.cwd,
                             .stdin_mode = StdinMode::inherit,
                             .capture_output = false})

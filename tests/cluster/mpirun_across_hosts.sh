@@ -8,22 +8,14 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 mpirun=$2
 case_name=$3
-read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
-work=$RLX_CLUSTER_DIR/work
-mkdir -p "$work"
-cd "$work"
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
 
 # One rank per host; the example takes 4 ranks (its hidden size divides by
 # 4), so the first host takes two.
-for host in "${hosts[@]}"; do echo "$host slots=1"; done >hostfile
+write_hostfile
 ranks=${#hosts[@]}
 if [[ $case_name == example ]]; then
-  printf '%s slots=2\n%s slots=1\n%s slots=1\n' "${hosts[@]}" >hostfile
+  write_hostfile 2 1 1
   ranks=4
 fi
 

@@ -12,18 +12,8 @@
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
-read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
-read -r -a namespaces <<<"$RLX_CLUSTER_NAMESPACES"
-link_of() { echo "${RLX_CLUSTER_BRIDGE#rlxbr}"; }
-work=$RLX_CLUSTER_DIR/work
-mkdir -p "$work"
-cd "$work"
-for host in "${hosts[@]}"; do echo "$host slots=1"; done >hostfile
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
+write_hostfile
 
 run_soak() {
   local limit=$1 seconds=$2 timeout_s=$3
@@ -31,7 +21,7 @@ run_soak() {
     --env RLX_TIMEOUT_S="$timeout_s" "$build/tests/soak/soak" --seconds "$seconds"
 }
 
-n=$(link_of)
+n=${RLX_CLUSTER_BRIDGE#rlxbr}  # host i's link is rlx$n-vI
 case $case_name in
   degraded)
     tc qdisc add dev "rlx$n-v1" root tbf rate 200mbit burst 256kb latency 100ms

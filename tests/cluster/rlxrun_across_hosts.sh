@@ -9,19 +9,8 @@ set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
 rlxrun=$build/bin/rlxrun
-read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
-read -r -a namespaces <<<"$RLX_CLUSTER_NAMESPACES"
-work=$RLX_CLUSTER_DIR/work
-mkdir -p "$work"
-cd "$work"
-
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-
-# An Open MPI style hostfile: one slot on each host.
-for host in "${hosts[@]}"; do echo "$host slots=1"; done >hostfile
+source "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
+write_hostfile
 
 run_rlxrun() {
   timeout -k 5 "$1" "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" "${@:2}"
@@ -58,7 +47,7 @@ case $case_name in
   example)
     # 4 ranks on 3 hosts (the hidden size divides by 4): two share the first
     # host, the others cross the bridge.
-    printf '%s slots=2\n%s slots=1\n%s slots=1\n' "${hosts[@]}" >hostfile
+    write_hostfile 2 1 1
     run_rlxrun 120 -n 4 "$build/examples/tensor_parallel_mlp" | tee out.txt
     [[ $(grep -c "of 4 (tcp).*(ok)" out.txt) -eq 4 ]] || fail "not every rank reported (ok)"
     # Where each rank ran: each host is its own UTS namespace, named after its namespace.
