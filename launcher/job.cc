@@ -30,7 +30,6 @@
 #include "transport/launch_env.h"
 #include "transport/rendezvous/server.h"
 
-
 namespace rlx::launcher {
 namespace {
 
