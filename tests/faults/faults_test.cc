@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -161,6 +162,11 @@ void replay_a_handshake(const HostPort& endpoint, Deadline deadline) {
 TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   constexpr int kStrangers = 1000;
   auto flood = [](HostPort target) {
+    // The hook runs once every rank has registered, while the ranks may still
+    // be connecting to each other on the port the flood targets; with 256
+    // files the flood would starve that. It is the steady job this test
+    // attacks, so it waits for the mesh first.
+    std::this_thread::sleep_for(1500ms);
     const auto deadline = Clock::now() + 20s;
     tcp::FrameHeader huge{.kind = tcp::FrameKind::message, .length = std::uint64_t{1} << 63};
     const auto header = tcp::encode(huge);
@@ -177,7 +183,7 @@ TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   auto start_attack = [&](const rendezvous::Server& server) {
     attack = std::async(std::launch::async, flood, server.endpoints()[0]);
   };
-  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30", "RLX_STEADY_MS=4000"},
+  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30", "RLX_STEADY_MS=6000"},
                                   start_attack, {"prlimit", "--nofile=256:256"});
   ASSERT_TRUE(attack.valid());
   attack.get();
