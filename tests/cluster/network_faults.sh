@@ -4,9 +4,9 @@
 #   degraded:  host 1's link capped at 200 Mbit/s (tbf) and 1% of the TCP
 #              packets host 2 receives dropped (nftables numgen): every
 #              result must still be right.
-#   link_cut:  host 2's link taken down mid-run: every rank that can still
-#              report must fail with a clear error within RLX_TIMEOUT_S, and
-#              rlxrun must exit non-zero, naming the cause.
+#   link_cut:  host 2's link taken down mid-run: a rank that can still
+#              report fails with a clear timeout naming rank 2 within
+#              RLX_TIMEOUT_S, and rlxrun exits non-zero naming it and its host.
 # (This kernel has no netem: delay and jitter are not covered here.)
 # Usage (through cluster.sh): cluster.sh run 3 -- network_faults.sh BUILD_DIR CASE
 set -euo pipefail
@@ -51,10 +51,10 @@ EOF
     [[ $status -ne 0 && $status -ne 124 ]] || fail "rlxrun exited $status (0: nothing noticed; 124: hung until timeout)"
     [[ $elapsed -le 45 ]] || fail "the job took $elapsed s to end after a link cut at 4 s (RLX_TIMEOUT_S=10)"
     grep -q "rlxrun: rank .* (on .*)" err.txt || fail "rlxrun did not name the failed rank and its host"
-    for rank in 0 1; do
-      grep -qE "^\[$rank\] soak: rlx rank $rank of 3: .*(timeout|peer lost)" out.txt err.txt ||
-        fail "rank $rank gave no clear timeout or peer-lost error"
-    done
+    # The first of ranks 0 and 1 to reach its deadline reports it; rlxrun then
+    # stops the rest, so the other may be stopped before it prints its own.
+    grep -qE "^\[[01]\] soak: rlx rank [01] of 3: .*timeout.*waiting for rank 2" out.txt err.txt ||
+      fail "neither rank 0 nor rank 1 gave a clear timeout naming rank 2"
     echo "the job ended ${elapsed} s after it started (link cut at 4 s), rlxrun status $status"
     ;;
   *)
