@@ -197,13 +197,7 @@ class Job {
 };
 
 int Job::run() {
-  sigset_t handled;
-  sigemptyset(&handled);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
-  sigprocmask(SIG_BLOCK, &handled, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-  signal_fd_ = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (signal_fd_ < 0) throw std::runtime_error(std::string("signalfd: ") + strerror(errno));
+  signal_fd_ = watch_process_signals();
   if (!options_.output_dir.empty()) mkdir(options_.output_dir.c_str(), 0755);
   if (options_.job_timeout) job_deadline_ = Clock::now() + *options_.job_timeout;
   try {

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 extern char** environ;
@@ -73,6 +74,17 @@ struct ChildPipes {
 void close_fd(int& fd) {
   if (fd >= 0) close(fd);
   fd = -1;
+}
+
+int watch_process_signals() {
+  sigset_t handled;
+  sigemptyset(&handled);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  sigprocmask(SIG_BLOCK, &handled, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (fd < 0) throw std::runtime_error(std::string("signalfd: ") + strerror(errno));
+  return fd;
 }
 
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides,

@@ -35,6 +35,12 @@ struct ChildProcess {
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides,
                                           bool (*drop)(std::string_view entry) = nullptr);
 
+// Blocks SIGCHLD, SIGINT, SIGTERM and SIGHUP, ignores SIGPIPE, and returns a
+// non-blocking signalfd that reports the blocked ones: how the launcher and
+// its remote agent wait for children and for being told to stop. Children
+// started by spawn_local unblock them again. Throws std::runtime_error.
+int watch_process_signals();
+
 // Forks and execs. The child leads its own process group (so the launcher can
 // signal everything it started), dies with SIGKILL if the launcher dies, and
 // starts with an empty signal mask. Throws std::runtime_error saying why the

@@ -34,13 +34,8 @@ bool reader_gone(const pollfd& entry) { return (entry.revents & (POLLERR | POLLH
 class Agent {
  public:
   int run(const AgentRequest& request) {
-    sigset_t handled;
-    sigemptyset(&handled);
-    for (int sig : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&handled, sig);
-    sigprocmask(SIG_BLOCK, &handled, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-    signal_fd_ = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
     try {
+      signal_fd_ = watch_process_signals();
       child_ = spawn_local({.argv = request.argv,
                             .environment = environment_with(request.environment),
                             .cwd = request.cwd,

@@ -1,7 +1,9 @@
 // What every rank sees when a job goes wrong: each case runs real rank
 // processes (tests/faults/fault_program.cc) over TCP on loopback.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <future>
 #include <thread>
 
@@ -161,12 +163,18 @@ void replay_a_handshake(const HostPort& endpoint, Deadline deadline) {
 // accepting (and refusing) once some are free again.
 TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   constexpr int kStrangers = 1000;
-  auto flood = [](HostPort target) {
+  const std::string ready = ::testing::TempDir() + "rlx_steady_ready_" + std::to_string(getpid());
+  std::remove(ready.c_str());
+  auto flood = [ready](HostPort target) {
     // The hook runs once every rank has registered, while the ranks may still
     // be connecting to each other on the port the flood targets; with 256
-    // files the flood would starve that. It is the steady job this test
-    // attacks, so it waits for the mesh first.
-    std::this_thread::sleep_for(1500ms);
+    // files the flood would starve that. It is the running job this test
+    // attacks, so it waits (bounded) for rank 0 to say its peers are in.
+    const auto ready_by = Clock::now() + 20s;
+    while (!std::filesystem::exists(ready) && Clock::now() < ready_by) {
+      std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(std::filesystem::exists(ready)) << "rank 0 never reported its peers connected";
     const auto deadline = Clock::now() + 20s;
     tcp::FrameHeader huge{.kind = tcp::FrameKind::message, .length = std::uint64_t{1} << 63};
     const auto header = tcp::encode(huge);
@@ -183,8 +191,9 @@ TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   auto start_attack = [&](const rendezvous::Server& server) {
     attack = std::async(std::launch::async, flood, server.endpoints()[0]);
   };
-  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30", "RLX_STEADY_MS=6000"},
-                                  start_attack, {"prlimit", "--nofile=256:256"});
+  const JobOutcome job = run_mode(
+      "steady", 3, {"RLX_TIMEOUT_S=30", "RLX_STEADY_MS=4000", "RLX_STEADY_READY_FILE=" + ready},
+      start_attack, {"prlimit", "--nofile=256:256"});
   ASSERT_TRUE(attack.valid());
   attack.get();
   // Rank 0 took the flood; ranks 1 and 2 did the same work without it. Its

@@ -59,6 +59,8 @@ class Rlxrun : public ::testing::Test {
 
 TEST_F(Rlxrun, ShowsHowManyRanksHaveJoinedWhileTheyStart) {
   // Rank 1 joins 1.5 s late: past the quiet first second, so progress shows.
+  // The sleep is the stimulus (a slow rank), not a wait for anything: being
+  // later still, on a loaded machine, only shows more progress lines.
   const std::string late = "if [ \"$RLX_RANK\" = 1 ]; then sleep 1.5; fi; exec " HELLO_ALLREDUCE;
   Subprocess job({RLXRUN, "-n", "2", "sh", "-c", late}, env());
   const Finished f = job.wait(30s);
@@ -69,7 +71,8 @@ TEST_F(Rlxrun, ShowsHowManyRanksHaveJoinedWhileTheyStart) {
 
 TEST_F(Rlxrun, NamesRanksThatHaveNotJoinedAtTheStartDeadline) {
   // The launcher's start deadline is 2 s; rank 2 joins at 3.5 s (the ranks
-  // themselves wait up to 30 s), so the job still succeeds.
+  // themselves wait up to 30 s), so the job still succeeds. The sleep is the
+  // stimulus; a loaded machine only makes rank 2 later still.
   const std::string late =
       "if [ \"$RLX_RANK\" = 2 ]; then sleep 3.5; fi; RLX_CONNECT_TIMEOUT_S=30 "
       "exec " HELLO_ALLREDUCE;
