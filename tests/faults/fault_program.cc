@@ -6,8 +6,9 @@
 //   fault_program mismatch_kind   rank 0 enters a barrier, the rest an all_sum
 //   fault_program peer_killed     the last rank kills itself mid-loop
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
-//   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000;
-//                                 strangers attack meanwhile), then the peak RSS
+//   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
+//                                 or until RLX_STEADY_STOP_FILE exists (strangers
+//                                 attack meanwhile), then the peak RSS
 //
 // Prints "RESULT kind=<error kind> ms=<time to the error>" and exits 0 when
 // the expected error (or, for steady, every result) was seen.
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include <signal.h>
+#include <unistd.h>
 
 #include "rlx/rlx.h"
 
@@ -58,6 +60,13 @@ long peak_rss_kib() {
   return kib;
 }
 
+// A test that attacks the job for as long as it takes asks it to stop by
+// creating RLX_STEADY_STOP_FILE.
+bool stop_requested() {
+  const char* stop = std::getenv("RLX_STEADY_STOP_FILE");
+  return stop != nullptr && ::access(stop, F_OK) == 0;
+}
+
 bool steady(rlx::Transport& group) {
   // Rank 0's peers are all connected once init returned: tell a test that
   // waits to attack the running job, not its setup.
@@ -76,7 +85,7 @@ bool steady(rlx::Transport& group) {
       if (x != want) return false;
     }
     // Rank 0 decides when to stop, and everyone learns it in the same round.
-    std::int32_t keep_going = group.rank() == 0 ? (ms_since(start) < run_ms) : 0;
+    std::int32_t keep_going = group.rank() == 0 && ms_since(start) < run_ms && !stop_requested();
     group.all_sum(std::span(&keep_going, 1));
     if (keep_going == 0) {
       std::printf("RESULT kind=none rounds=%d peak_rss_kib=%ld\n", round + 1, peak_rss_kib());

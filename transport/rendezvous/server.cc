@@ -2,6 +2,7 @@
 
 #include "transport/asio.h"
 #include "transport/log.h"
+#include "transport/pending_handshakes.h"
 #include "transport/rendezvous/protocol.h"
 #include "transport/wire.h"
 
@@ -36,6 +37,8 @@ struct Server::Impl {
     std::array<std::byte, 4> length{};
     std::vector<std::byte> body;
     std::string peer;
+    PendingHandshakes::Ticket ticket = 0;
+    bool rejected = false;
   };
 
   Impl(Server& server, int world_size, std::string job_token, const std::string& bind_host)
@@ -63,6 +66,10 @@ struct Server::Impl {
   }
 
   void accept() {
+    pending.when_room([this] { accept_now(); });
+  }
+
+  void accept_now() {
     acceptor.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
       if (ec) {
         accept_retry.after_failure(ec, acceptor, "rendezvous", [this] { accept(); });
@@ -72,12 +79,21 @@ struct Server::Impl {
       auto session = std::make_shared<Session>(*this, std::move(socket));
       boost::system::error_code ignored;
       session->peer = session->socket.remote_endpoint(ignored).address().to_string();
+      session->ticket = pending.admit([this, weak = std::weak_ptr(session)] {
+        if (auto s = weak.lock()) {
+          reject(s, "its registration was unfinished after 1 s while " +
+                        std::to_string(pending.limit()) +
+                        " connections were registering, the most the rendezvous takes at once");
+        }
+      });
       greet(session);
       accept();
     });
   }
 
   void reject(const std::shared_ptr<Session>& s, const std::string& why) {
+    if (std::exchange(s->rejected, true)) return;  // its pending reads fail next: said once
+    pending.finished(s->ticket);
     log_warning("rendezvous: dropped a connection from " + s->peer + ": " + why);
     boost::system::error_code ignored;
     s->timer.cancel();
@@ -129,6 +145,7 @@ struct Server::Impl {
       slots[reg.rank] = s;
       table_entries[reg.rank] = reg.endpoint;
     }
+    pending.finished(s->ticket);
     s->timer.cancel();
     s->client_nonce = reg.nonce;
     if (++owner.registered_ == static_cast<int>(slots.size())) send_tables();
@@ -149,6 +166,7 @@ struct Server::Impl {
   asio::io_context io;
   tcp::acceptor acceptor;
   AcceptRetry accept_retry{io.get_executor()};
+  PendingHandshakes pending{io.get_executor()};
   std::thread thread;
   std::mutex mutex;
   std::vector<std::shared_ptr<Session>> slots;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "transport/errors.h"
+#include "transport/pending_handshakes.h"
 #include "transport/rendezvous/client.h"
 
 namespace rlx::rendezvous {
@@ -40,6 +41,22 @@ TEST(RendezvousServer, EveryRankLearnsTheSameTableDespiteStrangers) {
   EXPECT_TRUE(server.complete());
   const std::vector<HostPort> want{{"127.0.0.1", 1000}, {"127.0.0.1", 1001}, {"127.0.0.1", 1002}};
   for (const auto& table : tables) EXPECT_EQ(table, want);
+}
+
+// More silent strangers than the port takes at once arrive first: the oldest
+// are evicted after their grace, and the ranks still register.
+TEST(RendezvousServer, SilentStrangersFillingThePortAreEvictedSoRanksStillRegister) {
+  Server server(2, "t", "127.0.0.1");
+  std::vector<UniqueFd> strangers;
+  for (std::size_t i = 0; i < PendingHandshakes::default_limit() + 20; ++i) {
+    strangers.push_back(connect_with_retry(server.address(), Clock::now() + 10s));
+  }
+  const auto start = Clock::now();
+  std::thread other([&] { join(server, "t", 1, 2); });
+  EXPECT_EQ(join(server, "t", 0, 2).size(), 2u);
+  other.join();
+  EXPECT_TRUE(server.complete());
+  EXPECT_LT(Clock::now() - start, 8s);  // a grace of 1 s, not the 10 s registration limit
 }
 
 TEST(RendezvousServer, AClientGivesUpAtItsDeadlineNamingTheCoordinator) {

@@ -6,6 +6,7 @@
 #include "transport/asio.h"
 #include "transport/errors.h"
 #include "transport/log.h"
+#include "transport/pending_handshakes.h"
 #include "transport/tcp/handshake.h"
 #include "transport/wire.h"
 
@@ -32,18 +33,25 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
     std::array<std::byte, kResponseBytes> response{};
     std::array<std::byte, kWelcomeBytes> welcome = encode_welcome();
     std::string peer;
+    PendingHandshakes::Ticket ticket = 0;
+    bool dropped = false;
   };
   using SessionPtr = std::shared_ptr<Session>;
 
   Impl(asio::io_context& io, MeshSpec mesh_spec)
       : acceptor(io),
         accept_retry(io.get_executor()),
+        pending(io.get_executor()),
         spec(std::move(mesh_spec)),
         arrived(static_cast<std::size_t>(spec.world_size)) {
     for (auto& connections : arrived) connections.resize(static_cast<std::size_t>(spec.lanes) + 1);
   }
 
   void accept() {
+    pending.when_room([self = shared_from_this()] { self->accept_now(); });
+  }
+
+  void accept_now() {
     acceptor.async_accept(
         [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
           if (ec) {
@@ -57,12 +65,18 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
           boost::system::error_code ignored;
           const auto remote = session->socket.remote_endpoint(ignored);
           session->peer = remote.address().to_string() + ":" + std::to_string(remote.port());
+          // The closure lives in this Impl's own `pending`: a raw pointer back, not a cycle.
+          session->ticket = self->pending.admit([impl = self.get(), weak = std::weak_ptr(session)] {
+            if (auto s = weak.lock()) impl->drop(s, impl->eviction_reason());
+          });
           self->start_handshake(session);
           self->accept();
         });
   }
 
   void drop(const SessionPtr& s, const std::string& why) {
+    if (std::exchange(s->dropped, true)) return;  // its pending reads fail next: said once
+    pending.finished(s->ticket);
     log_warning("rank " + std::to_string(spec.rank) + ": refused a connection from " + s->peer +
                 ": " + why);
     boost::system::error_code ignored;
@@ -128,7 +142,13 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
                       });
   }
 
+  std::string eviction_reason() const {
+    return "its handshake was unfinished after 1 s while " + std::to_string(pending.limit()) +
+           " connections were handshaking, the most this rank takes at once";
+  }
+
   void deliver(const SessionPtr& s) {
+    pending.finished(s->ticket);
     s->timer.cancel();
     boost::system::error_code ec;
     UniqueFd fd(s->socket.release(ec));
@@ -164,6 +184,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
 
   tcp::acceptor acceptor;
   AcceptRetry accept_retry;
+  PendingHandshakes pending;
   MeshSpec spec;
   std::mutex mutex;
   std::condition_variable changed;
