@@ -2,11 +2,13 @@
 // bench/peers) shares: the nccl-tests conventions, the size list, the
 // iteration policy and the output format, so bench/compare can read them all.
 //
-//   size  count  type  redop  | time(us)  algbw  busbw  #wrong
+//   size  count  type  redop  | time(us)  min(us)  algbw  busbw  #wrong
 //
-// GB = 1e9 bytes. algbw = size / time. busbw = algbw x 2(n-1)/n for all_sum,
-// x (n-1)/n for all_gather (whose size is the gathered output), x 1 for
-// sendrecv (time is half a round trip); barrier reports time only.
+// time is the slowest rank's mean per iteration (what the job waits for);
+// min(us) the fastest rank's. GB = 1e9 bytes. algbw = size / time. busbw =
+// algbw x 2(n-1)/n for all_sum, x (n-1)/n for all_gather (whose size is the
+// gathered output), x 1 for sendrecv (time is half a round trip); barrier
+// reports time only.
 #pragma once
 
 #include <algorithm>
@@ -151,26 +153,34 @@ inline int iterations_for(const SweepOptions& o, double seconds_per_iteration) {
 
 inline void print_header(const SweepOptions& o, int ranks) {
   if (o.csv) {
-    std::printf("system,op,ranks,size,count,type,time_us,algbw_gbs,busbw_gbs,wrong\n");
+    std::printf("system,op,ranks,size,count,type,time_us,min_time_us,algbw_gbs,busbw_gbs,wrong\n");
     return;
   }
   std::printf("# %s %s, %d ranks\n", o.label.c_str(), name_of(o.op), ranks);
-  std::printf("#%12s %12s %6s %6s | %10s %8s %8s %7s\n", "size", "count", "type", "redop",
-              "time(us)", "algbw", "busbw", "#wrong");
+  std::printf("#%12s %12s %6s %6s | %10s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
+              "time(us)", "min(us)", "algbw", "busbw", "#wrong");
 }
 
+// Seconds per iteration, across the ranks.
+struct RankTimes {
+  double slowest = 0, fastest = 0;
+};
+
 inline void print_row(const SweepOptions& o, int ranks, std::size_t size, const char* type,
-                      double seconds, long long wrong) {
+                      RankTimes times, long long wrong) {
+  const double seconds = times.slowest;
   const std::size_t element = std::strcmp(type, "f32") == 0 ? 4 : 1;
   const double algbw = seconds > 0 && size > 0 ? static_cast<double>(size) / seconds / 1e9 : 0.0;
   const double busbw = algbw * bus_factor(o.op, ranks);
   if (o.csv) {
-    std::printf("%s,%s,%d,%zu,%zu,%s,%.3f,%.4f,%.4f,%lld\n", o.label.c_str(), name_of(o.op), ranks,
-                size, size / element, type, seconds * 1e6, algbw, busbw, wrong);
+    std::printf("%s,%s,%d,%zu,%zu,%s,%.3f,%.3f,%.4f,%.4f,%lld\n", o.label.c_str(), name_of(o.op),
+                ranks, size, size / element, type, seconds * 1e6, times.fastest * 1e6, algbw, busbw,
+                wrong);
   } else {
     const std::string wrong_text = wrong < 0 ? "-" : std::to_string(wrong);
-    std::printf(" %12zu %12zu %6s %6s | %10.2f %8.3f %8.3f %7s\n", size, size / element, type,
-                o.op == Op::all_sum ? "sum" : "-", seconds * 1e6, algbw, busbw, wrong_text.c_str());
+    std::printf(" %12zu %12zu %6s %6s | %10.2f %10.2f %8.3f %8.3f %7s\n", size, size / element,
+                type, o.op == Op::all_sum ? "sum" : "-", seconds * 1e6, times.fastest * 1e6, algbw,
+                busbw, wrong_text.c_str());
   }
   std::fflush(stdout);
 }

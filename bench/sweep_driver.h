@@ -42,8 +42,9 @@ class Sweep {
           kComputes ? static_cast<long long>(comm_.max(static_cast<double>(verify(size)))) : -1;
       for (int i = 0; i < o_.warmup; ++i) once(size);
       const int iters = iterations_for(o_, comm_.max(time_iterations(size, 1)));
-      const double seconds = comm_.max(time_iterations(size, iters));
-      if (comm_.rank() == 0) print_row(o_, comm_.size(), size, type(), seconds, wrong);
+      const double mine = time_iterations(size, iters);
+      const RankTimes times{.slowest = comm_.max(mine), .fastest = -comm_.max(-mine)};
+      if (comm_.rank() == 0) print_row(o_, comm_.size(), size, type(), times, wrong);
     }
   }
 

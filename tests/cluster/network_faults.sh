@@ -7,7 +7,10 @@
 #   link_cut:  host 2's link taken down mid-run: a rank that can still
 #              report fails with a clear timeout naming rank 2 within
 #              RLX_TIMEOUT_S, and rlxrun exits non-zero naming it and its host.
-# (This kernel has no netem: delay and jitter are not covered here.)
+#   delayed:   every TCP connection of host 2, in and out, through a relay
+#              that holds each byte 10 ms plus up to 5 ms of jitter (this
+#              kernel has no netem; delay_relay.cc stands in for it): every
+#              result must still be right, and the soak must show the delay.
 # Usage (through cluster.sh): cluster.sh run 3 -- network_faults.sh BUILD_DIR CASE
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -38,6 +41,21 @@ EOF
       fail "not every rank finished the soak with 0 mismatches"
     dropped=$(ip netns exec "${namespaces[2]}" nft list ruleset | grep -c drop || true)
     [[ $dropped -ge 1 ]] || fail "the loss rule was not in place"
+    ;;
+  delayed)
+    delay_host 2 10 5 both
+    run_soak 240 20 60 | tee out.txt
+    cat relay.2.txt
+    [[ $(grep -c "soak: rank .* 0 mismatches.*(ok)" out.txt) -eq 3 ]] ||
+      fail "not every rank finished the soak with 0 mismatches"
+    relayed=$(grep -c -- " -> " relay.2.txt || true)
+    # Host 2's rank: the rendezvous, and 2 connections with each of 2 peers.
+    [[ $relayed -ge 5 ]] || fail "the relay carried $relayed connections; host 2's rank has at least 5"
+    # Every operation but a ring exchange waits on host 2's data, which the
+    # relay holds >= 10 ms: 20 s leave room for at most 20 s / (10 ms * 5/6).
+    iterations=$(grep -oE "[0-9]+ iterations" out.txt | head -1 | cut -d' ' -f1)
+    [[ $iterations -le 2400 ]] || fail "$iterations iterations in 20 s: the delay was not in the path"
+    echo "with host 2 delayed 10-15 ms each way: $iterations iterations in 20 s, 0 mismatches"
     ;;
   link_cut)
     set +e
