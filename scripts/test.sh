@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: install what is missing, build, and run the
 # whole test suite through ctest: the release build (and a short run of
-# bench/compare), then the ASan+UBSan and TSan builds, then the fuzzers.
+# bench/compare and bench/scaling), then the ASan+UBSan and TSan builds,
+# then the fuzzers.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,8 @@ run_preset release
 # when any system (rlx or a peer) computes a wrong result.
 echo "=== rlx: bench/compare --short ==="
 bench/compare --short --build build/release --out build/release/bench-short >/dev/null
+echo "=== rlx: bench/scaling --short ==="
+bench/scaling --short --build build/release --out build/release/scaling-short >/dev/null
 if [[ $quick -eq 0 ]]; then
   run_preset asan
   run_preset tsan

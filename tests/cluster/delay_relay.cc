@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <linux/netfilter_ipv4.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -186,6 +187,10 @@ void relay(int client, const Settings& settings) {
     ::close(client);
     return;
   }
+  // Chunks leave when their time comes, not when Nagle's algorithm lets them.
+  const int on = 1;
+  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  ::setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
   std::printf("delay_relay: %s -> %s\n", describe(source).c_str(), describe(destination).c_str());
   std::fflush(stdout);
   auto pair = std::make_shared<Pair>(client, server);
