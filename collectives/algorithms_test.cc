@@ -175,7 +175,9 @@ TEST_P(AlgorithmTest, AllGatherConcatenatesInRankOrder) {
   const auto [n, lanes] = GetParam();
   using Algo = void (*)(Links&, const CollectiveCall&, ConstElementSpan, ElementSpan);
   for (Algo algo : {&all_gather_ring, &all_gather_direct, &all_gather}) {
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4099}}) {
+    // 65537 elements: 256 KiB and one, which the direct exchange splits over the lanes.
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4099}, std::size_t{65537}}) {
       run_ranks(n, lanes, [&](Links& links) {
         std::vector<std::int32_t> input(count), output(count * static_cast<std::size_t>(n), -1);
         for (std::size_t i = 0; i < count; ++i) {

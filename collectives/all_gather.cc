@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -10,6 +11,16 @@ namespace {
 void place_own_block(ConstElementSpan input, ElementSpan output, int rank) {
   auto* own = static_cast<std::byte*>(output.data) + static_cast<std::size_t>(rank) * input.bytes();
   if (input.bytes() > 0 && own != input.data) std::memmove(own, input.data, input.bytes());
+}
+
+// Per rank's block: from here the direct exchange splits it over the lanes.
+constexpr std::size_t kDirectSplitBytes = std::size_t{256} << 10;
+
+// As many lanes as the step has room for, one send per peer and lane.
+std::size_t direct_lanes(const Links& links) {
+  const auto peers = static_cast<std::size_t>(std::max(links.world_size() - 1, 1));
+  const auto lanes = static_cast<std::size_t>(std::min(links.lanes(), kMaxLanes));
+  return std::max<std::size_t>(1, std::min(lanes, Step::kCapacity / peers));
 }
 
 }  // namespace
@@ -35,14 +46,21 @@ void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpa
                        ElementSpan output) {
   const int n = links.world_size(), rank = links.rank();
   place_own_block(input, output, rank);
-  const auto own = std::span(static_cast<const std::byte*>(input.data), input.bytes());
+  // Large blocks go over every lane, as the ring's do: one TCP stream
+  // cannot fill a link. Small ones over one, a frame each.
+  const std::size_t lanes = input.bytes() < kDirectSplitBytes ? 1 : direct_lanes(links);
+  const auto* own = static_cast<const std::byte*>(input.data);
+  const std::size_t element = size_of(input.dtype);
   Step step;
   for (int peer = 0; peer < n; ++peer) {
     if (peer == rank) continue;
-    step.send(peer, 0, own);
-    step.recv(peer, 0,
-              bytes_of(output, static_cast<std::size_t>(peer) * input.count, {0, input.count}),
-              false);
+    for (std::size_t lane = 0; lane < lanes; ++lane) {
+      const ElementRange part = split_range(input.count, lanes, lane);
+      const int lane_index = static_cast<int>(lane);
+      step.send(peer, lane_index, {own + part.begin * element, part.size() * element});
+      step.recv(peer, lane_index,
+                bytes_of(output, static_cast<std::size_t>(peer) * input.count, part), false);
+    }
   }
   step.run(links, call, 0);
 }

@@ -9,7 +9,7 @@ packages=(
   libopenmpi-dev openmpi-bin
   libibverbs-dev librdmacm-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libgloo-dev  # the Gloo peer in bench/compare
+  libgloo-dev iperf3  # bench/compare: the Gloo peer, and loopback TCP's ceiling
   openssh-server openssh-client iproute2 nftables  # tests/cluster: hosts, sshd, faults
   clang-14 libclang-rt-14-dev             # tests/fuzz: libFuzzer
   "$@"
