@@ -66,10 +66,10 @@ TEST(PendingHandshakes, AFullPortEvictsTheOldestPastItsGrace) {
 
 TEST(PendingHandshakes, APausedPortEvictsWhenTheOldestOutstaysItsGrace) {
   Port port(1, 50ms);
+  const auto start = PendingHandshakes::Clock::now();  // before the grace starts
   port.admit();
   port.accept();
   EXPECT_EQ(port.accepts, 0);
-  const auto start = PendingHandshakes::Clock::now();
   port.io.run_for(5s);  // returns once the timer has fired and nothing is left
   EXPECT_EQ(port.accepts, 1);
   EXPECT_EQ(port.evicted, std::vector<int>{0});
