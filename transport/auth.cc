@@ -10,6 +10,18 @@
 #include <sys/random.h>
 
 namespace rlx::auth {
+namespace {
+
+// By default OpenSSL frees its tables from an atexit handler. That handler can
+// run while a transport's io thread still answers a stranger's handshake (the
+// transport is torn down later, with the statics), and the thread would then
+// MAC with freed tables. The tables live as long as the process instead.
+void keep_openssl_until_exit() {
+  static const bool initialised = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  if (!initialised) throw std::runtime_error("OpenSSL: initialisation failed");
+}
+
+}  // namespace
 
 Nonce fresh_nonce() {
   Nonce nonce;
@@ -24,6 +36,7 @@ Nonce fresh_nonce() {
 }
 
 Mac mac(std::string_view token, std::span<const std::span<const std::byte>> parts) {
+  keep_openssl_until_exit();
   std::unique_ptr<EVP_MAC, decltype(&EVP_MAC_free)> hmac(EVP_MAC_fetch(nullptr, "HMAC", nullptr),
                                                          EVP_MAC_free);
   if (!hmac) throw std::runtime_error("OpenSSL: HMAC is not available");
