@@ -1,8 +1,6 @@
-#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <string_view>
-#include <thread>
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
@@ -35,9 +33,8 @@ AllReduceChoice forced_all_reduce(const Links& links) {
 const CostModel& cost_here() {
   static const CostModel& cost = [&]() -> const CostModel& {
     const char* local = std::getenv(launch_env::kLocalSize);
-    const long ranks_here = local != nullptr ? std::atol(local) : 1;
-    const long cores = std::max(1u, std::thread::hardware_concurrency());
-    return ranks_here > cores ? kFittedCostSharedCores : kFittedCost;
+    const int ranks_here = local != nullptr ? std::atoi(local) : 1;
+    return launch_env::ranks_share_cores(ranks_here) ? kFittedCostSharedCores : kFittedCost;
   }();
   return cost;
 }

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <thread>
 
 #include "transport/errors.h"
 
@@ -109,6 +110,11 @@ LaunchEnv parse(const Lookup& lookup) {
 
 LaunchEnv from_process_environment() {
   return parse([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+bool ranks_share_cores(int ranks_on_host) {
+  const auto threads = std::thread::hardware_concurrency();  // 0 when unknown
+  return threads > 0 && ranks_on_host > static_cast<int>(threads);
 }
 
 }  // namespace rlx::launch_env

@@ -71,4 +71,9 @@ LaunchEnv parse(const Lookup& lookup);
 // parse() over the process environment.
 LaunchEnv from_process_environment();
 
+// True when `ranks_on_host` ranks outnumber this host's hardware threads, so
+// they take turns on its cores: collectives then wait by yielding the core
+// (tcp::LaneLinks) and trust the shared-cores cost model (all_reduce).
+bool ranks_share_cores(int ranks_on_host);
+
 }  // namespace rlx::launch_env

@@ -2,6 +2,7 @@
 
 #include <map>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,15 @@ TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {
   expect_rejected({{"OMPI_COMM_WORLD_SIZE", "many"}}, "OMPI_COMM_WORLD_SIZE", "'many'");
   expect_rejected({{"RLX_RANK", "99999999999999999999"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK",
                   "99999999999999999999");
+}
+
+TEST(LaunchEnv, RanksShareCoresOnlyWhenTheyOutnumberTheHardwareThreads) {
+  const int threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads == 0) GTEST_SKIP() << "this host does not say how many hardware threads it has";
+  EXPECT_FALSE(ranks_share_cores(1));
+  EXPECT_FALSE(ranks_share_cores(threads));
+  EXPECT_TRUE(ranks_share_cores(threads + 1));
+  EXPECT_TRUE(ranks_share_cores(4 * threads));
 }
 
 }  // namespace

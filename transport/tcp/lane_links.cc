@@ -41,14 +41,14 @@ bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || cod
 }  // namespace
 
 LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
-                     std::chrono::milliseconds timeout, Spin spin, FailureLatch& latch,
-                     std::function<void(const CollectiveError&)> on_failure)
+                     std::chrono::milliseconds timeout, bool yield_while_spinning,
+                     FailureLatch& latch, std::function<void(const CollectiveError&)> on_failure)
     : rank_(rank),
       world_size_(world_size),
       num_lanes_(0),
       lanes_(std::move(lanes)),
       timeout_(timeout),
-      spin_(spin),
+      yield_while_spinning_(yield_while_spinning),
       latch_(latch),
       on_failure_(std::move(on_failure)) {
   for (const auto& peer_lanes : lanes_) {
@@ -111,25 +111,20 @@ void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
   run(call, step);
 }
 
-LaneLinks::Spin LaneLinks::spin_for_host(int ranks_on_host) {
-  const auto cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  return {.length = kSpin, .yield = ranks_on_host > cores};
-}
-
 void LaneLinks::run(const CollectiveCall& call, std::uint32_t step) {
   const Deadline deadline = Clock::now() + timeout_;
-  auto spin_until = Clock::now() + spin_.length;
+  auto spin_until = Clock::now() + kSpin;
   for (;;) {
     bool done = true;
     for (auto& s : sends_) done = progress_send(s) && done;
     for (auto& r : recvs_) done = progress_recv(r, call, step) && done;
     if (done) return;
     if (Clock::now() < spin_until) {
-      if (spin_.yield) std::this_thread::yield();
+      if (yield_while_spinning_) std::this_thread::yield();
       continue;
     }
     wait_for_sockets(call, step, deadline);
-    spin_until = Clock::now() + spin_.length;
+    spin_until = Clock::now() + kSpin;
   }
 }
 

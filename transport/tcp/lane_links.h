@@ -27,21 +27,14 @@ class LaneLinks final : public Links {
   // lanes[peer][lane]: this rank's lane connections (empty for itself).
   // `on_failure` is called with every error exchange() throws, before it
   // throws, so the transport can tell the other ranks. A step that cannot
-  // move keeps retrying as `spin` says before it blocks in poll().
-  struct Spin {
-    std::chrono::microseconds length{0};
-    // Give the core away on every retry (sched_yield).
-    bool yield = false;
-  };
+  // move retries for a short bounded spin before it blocks in poll(). With
+  // `yield_while_spinning` (for ranks that share cores, see
+  // launch_env::ranks_share_cores) every retry gives the core away, so the
+  // peer with work to do runs and its reply is picked up without the wakeup
+  // a thread asleep in poll() needs (docs/BENCHMARKS.md, "4 ranks on 2 cores").
   LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
-            std::chrono::milliseconds timeout, Spin spin, FailureLatch& latch,
+            std::chrono::milliseconds timeout, bool yield_while_spinning, FailureLatch& latch,
             std::function<void(const CollectiveError&)> on_failure);
-
-  // The spin for `ranks_on_host` ranks sharing this host's cores. Always
-  // short and bounded; when ranks share cores it yields on every retry, so a
-  // peer with work to do runs, and its reply is picked up without the wakeup
-  // a thread asleep in poll() would need (docs/BENCHMARKS.md, "Waiting").
-  static Spin spin_for_host(int ranks_on_host);
 
   int rank() const override { return rank_; }
   int world_size() const override { return world_size_; }
@@ -87,7 +80,7 @@ class LaneLinks final : public Links {
   int rank_, world_size_, num_lanes_;
   std::vector<std::vector<UniqueFd>> lanes_;
   std::chrono::milliseconds timeout_;
-  Spin spin_;
+  bool yield_while_spinning_;
   FailureLatch& latch_;
   std::function<void(const CollectiveError&)> on_failure_;
   std::vector<std::byte> staging_;  // one slice per (peer, lane)

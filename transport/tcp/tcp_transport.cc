@@ -123,9 +123,10 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
       lanes[peer].push_back(std::move(mine[lane]));
     }
   }
-  const auto spin = LaneLinks::spin_for_host(env_.local_size.value_or(world_size()));
-  links_ = std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), spin,
-                                       latch_, [this](const CollectiveError& e) { fail(e, true); });
+  const bool share_cores = launch_env::ranks_share_cores(env_.local_size.value_or(world_size()));
+  links_ =
+      std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), share_cores,
+                                  latch_, [this](const CollectiveError& e) { fail(e, true); });
   for (auto& channel : channels_) {
     if (channel) channel->start();
   }
