@@ -46,8 +46,11 @@ constexpr std::uint32_t kProgressSpinPolls = 32;
 // A sleeper re-checks at least this often, whatever wakes it.
 constexpr auto kNap = std::chrono::milliseconds(20);
 constexpr int kIdlePollMs = 100;
-// How often a progress thread standing aside checks whether the caller left.
-constexpr int kStandAsideMs = 1;
+// How often a progress thread standing aside checks whether the caller left:
+// soon after it took over, less often the longer callers keep driving (each
+// look wakes a thread that takes a core from them).
+constexpr int kStandAsideMinMs = 1;
+constexpr int kStandAsideMaxMs = 16;
 // At shutdown, how long to wait for the peers' own close.
 constexpr auto kLinger = std::chrono::seconds(2);
 
@@ -69,6 +72,17 @@ Clock::time_point coarse_now() {
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return Clock::time_point(std::chrono::duration_cast<Clock::duration>(
       std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+}
+
+// How far the coarse clock moves at once (its resolution: a clock tick).
+Clock::duration coarse_tick() {
+  static const Clock::duration tick = [] {
+    timespec ts{};
+    ::clock_getres(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
+                                                       std::chrono::nanoseconds(ts.tv_nsec));
+  }();
+  return tick;
 }
 
 bool is_peer_failure(ibv_wc_status status) {
@@ -131,6 +145,14 @@ struct Engine::Peer {
   tcp::FrameHeader assembling_frame;
   std::vector<std::byte> assembly;
   std::size_t assembled = 0;
+
+  // A receiver waiting for this peer's next message with `tag`, with nothing
+  // older for it in the mailbox: the message goes straight to it.
+  struct Waiter {
+    Tag tag = 0;
+    std::optional<std::vector<std::byte>> message;
+  };
+  Waiter* waiter = nullptr;
 
   // Collective chunks that arrived before their step was posted, in order.
   std::array<Held, kMaxSlots> held{};
@@ -275,51 +297,67 @@ Engine::Peer& Engine::peer(int rank, std::string_view operation) {
 
 // ---------------------------------------------------------------- waiting --
 
-template <class Done>
-bool Engine::drive(std::unique_lock<std::mutex>& lock, Deadline deadline, bool check_latch,
-                   Done done) {
-  // While this caller drives, it is the rank's only poller (see drivers_). A
-  // caller that goes to sleep kicks the progress thread awake to take over;
-  // one that returns does not (it would only compete with this thread for
-  // the cores): the progress thread notices within kStandAsideMs.
-  struct Driver {
-    Engine& engine;
-    bool on = false;
-    void set(bool driving, bool kick) {
-      if (driving == on) return;
-      on = driving;
-      if (driving) {
-        engine.drivers_.fetch_add(1);
-      } else if (engine.drivers_.fetch_sub(1) == 1 && kick) {
-        const std::uint64_t one = 1;
-        (void)!::write(engine.stop_fd_, &one, sizeof one);
-      }
+// A caller inside the engine: it holds the lock and, while awake, is the
+// rank's only poller (see callers_). From entry to return, not only while it
+// waits: between two waits it still holds the lock (posting, for one), and a
+// progress thread that woke then would only spin on the lock. A caller that
+// goes to sleep kicks the progress thread awake to take over; one that
+// returns does not (it would only compete with the next call for the cores):
+// the progress thread notices within its stand-aside interval.
+class Engine::Caller {
+ public:
+  explicit Caller(Engine& engine) : engine_(engine) {
+    engine_.callers_.fetch_add(1);
+    lock = std::unique_lock(engine_.mutex_);
+  }
+  ~Caller() {
+    if (lock.owns_lock()) lock.unlock();
+    engine_.callers_.fetch_sub(1);
+  }
+  Caller(const Caller&) = delete;
+  Caller& operator=(const Caller&) = delete;
+
+  // Sleeps until progress is signalled or `until`, with the progress thread polling meanwhile.
+  void sleep_until(Deadline until) {
+    if (engine_.callers_.fetch_sub(1) == 1) {
+      const std::uint64_t one = 1;
+      (void)!::write(engine_.stop_fd_, &one, sizeof one);
     }
-    ~Driver() { set(false, false); }
-  } driver{*this};
-  driver.set(true, false);
-  auto now = coarse_now();
-  auto spin_until = now + caller_spin_;
+    engine_.progressed_.wait_until(lock, until);
+    engine_.callers_.fetch_add(1);
+  }
+
+  std::unique_lock<std::mutex> lock;
+
+ private:
+  Engine& engine_;
+};
+
+template <class Done>
+bool Engine::drive(Caller& caller, Deadline deadline, bool check_latch, Done done) {
+  // The spin is timed on the coarse clock, which only moves once a tick:
+  // waiting a tick more makes sure a short wait is not cut off at a tick.
+  auto spin_until = coarse_now() + caller_spin_ + coarse_tick();
   for (;;) {
     if (check_latch) latch_.rethrow_if_tripped();
+    if (cm_pending_.load(std::memory_order_relaxed)) handle_cm_events();
     if (done()) return true;
     if (poll_completions()) {
       progressed_.notify_all();
-      spin_until = coarse_now() + caller_spin_;
+      spin_until = coarse_now() + caller_spin_ + coarse_tick();
       continue;
     }
-    now = coarse_now();
+    const auto now = coarse_now();
     if (now >= deadline) return false;
     if (now <= spin_until) {
-      // Yield: the device's own work (rxe runs in the kernel) may need this core.
-      lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
+      // Another caller of this rank may want the lock; when ranks share
+      // cores, so may the device's own work (rxe runs in the kernel).
+      caller.lock.unlock();
+      if (spec_.yield_while_spinning) std::this_thread::yield();
+      caller.lock.lock();
       continue;
     }
-    driver.set(false, true);
-    progressed_.wait_until(lock, std::min<Deadline>(deadline, Clock::now() + kNap));
-    driver.set(true, false);
+    caller.sleep_until(std::min<Deadline>(deadline, Clock::now() + kNap));
   }
 }
 
@@ -339,7 +377,7 @@ void Engine::stop() {
 
 void Engine::run() {
   enum class Step { busy, progressed, idle };
-  // One look at the CQ (and rdma_cm), unless a caller holds the lock.
+  // One look at the CQ, unless a caller holds the lock.
   auto step = [this](bool arm) {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return Step::busy;
@@ -347,7 +385,6 @@ void Engine::run() {
     try {
       if (arm) ibv_req_notify_cq(device_.cq(), 0);
       any = poll_completions();
-      if (!arm && cm_events_) cm_events_();
     } catch (const CollectiveError& error) {
       fail(error, false);
       any = true;
@@ -355,24 +392,34 @@ void Engine::run() {
     if (any) progressed_.notify_all();
     return any ? Step::progressed : Step::idle;
   };
+  // rdma_cm events (connections, disconnects, strangers) only when its fd
+  // says so: asking an empty channel is a failing system call. A spinning
+  // caller holds the lock nearly always, so it is asked to handle them too
+  // (whoever gets the lock first does).
+  auto cm_events = [this] {
+    cm_pending_.store(true);
+    std::lock_guard lock(mutex_);
+    handle_cm_events();
+  };
   auto drain_kicks = [this] {
     std::uint64_t kicks = 0;
     (void)!::read(stop_fd_, &kicks, sizeof kicks);
   };
+  int stand_aside_ms = kStandAsideMinMs;
   std::uint32_t idle_polls = 0;
   while (!stopping_.load()) {
-    if (drivers_.load() > 0) {
-      // A caller polls the CQ; only rdma_cm events are ours until it sleeps.
+    if (callers_.load() > 0) {
+      // A caller polls the CQ; only rdma_cm events are ours until it sleeps
+      // or leaves. Each look that finds it still there looks later next time.
       pollfd fds[2] = {{cm_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-      ::poll(fds, 2, kStandAsideMs);
+      ::poll(fds, 2, stand_aside_ms);
       if ((fds[1].revents & POLLIN) != 0) drain_kicks();
-      if ((fds[0].revents & POLLIN) != 0) {
-        std::lock_guard lock(mutex_);
-        if (cm_events_) cm_events_();
-      }
+      if ((fds[0].revents & POLLIN) != 0) cm_events();
+      stand_aside_ms = std::min(2 * stand_aside_ms, kStandAsideMaxMs);
       idle_polls = 0;
       continue;
     }
+    stand_aside_ms = kStandAsideMinMs;
     const Step polled = step(false);
     if (polled != Step::idle || ++idle_polls < kProgressSpinPolls) {
       if (polled == Step::progressed) idle_polls = 0;
@@ -393,8 +440,18 @@ void Engine::run() {
       void* context = nullptr;
       if (ibv_get_cq_event(device_.channel(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
     }
+    if ((fds[1].revents & POLLIN) != 0) cm_events();
     if ((fds[2].revents & POLLIN) != 0) drain_kicks();
     idle_polls = 0;
+  }
+}
+
+void Engine::handle_cm_events() {
+  if (!cm_pending_.exchange(false)) return;
+  try {
+    if (cm_events_) cm_events_();
+  } catch (const CollectiveError& error) {
+    fail(error, false);
   }
 }
 
@@ -611,6 +668,11 @@ void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
 
 void Engine::deliver(Peer& p, Tag tag, std::vector<std::byte> message) {
   ++mailbox_events_;
+  if (p.waiter != nullptr && p.waiter->tag == tag) {
+    p.waiter->message = std::move(message);
+    p.waiter = nullptr;
+    return;
+  }
   if (!mailbox_.deliver(p.rank, tag, std::move(message))) {
     fail(CollectiveError(ErrorKind::resource_exhausted, site("receive", p.rank),
                          "messages received but not yet passed to recv_bytes exceed "
@@ -778,7 +840,7 @@ void Engine::post_chunk(Peer& p, Stream stream, const tcp::FrameHeader& frame, s
 }
 
 void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
-  std::unique_lock lock(mutex_);
+  Caller caller(*this);
   latch_.rethrow_if_tripped();
   Peer& p = peer(to, "send_bytes");
   // Built only for an error: formatting costs more than a small send.
@@ -792,7 +854,7 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
                             " stopped taking messages (RLX_TIMEOUT_S sets the deadline)"),
         true);
   };
-  if (!drive(lock, deadline, true, [&] { return !p.p2p_sending; })) {
+  if (!drive(caller, deadline, true, [&] { return !p.p2p_sending; })) {
     timed_out("another send to this rank did not finish");
   }
   p.p2p_sending = true;
@@ -805,7 +867,7 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
                                .sequence = p.p2p_send_sequence++,
                                .length = payload.size()};
   if (payload.size() <= kEagerPayload) {
-    if (!drive(lock, deadline, true, [&] { return can_post_eager(p, false); })) {
+    if (!drive(caller, deadline, true, [&] { return can_post_eager(p, false); })) {
       timed_out("no receive buffer of rank " + std::to_string(to) + " came free");
     }
     post_eager(p, PacketType::frame, frame, payload, false);
@@ -813,7 +875,7 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
     return;
   }
   std::size_t offset = 0;
-  const bool done = drive(lock, deadline, true, [&] {
+  const bool done = drive(caller, deadline, true, [&] {
     while (offset < payload.size() && can_post_chunk(p, Stream::p2p)) {
       const std::size_t n = std::min(kChunkPayload, payload.size() - offset);
       post_chunk(p, Stream::p2p, frame, offset, payload.subspan(offset, n));
@@ -844,13 +906,30 @@ void Engine::deliver_to_self(Tag tag, std::span<const std::byte> payload) {
 }
 
 std::vector<std::byte> Engine::receive_message(int from, Tag tag) {
-  std::unique_lock lock(mutex_);
-  std::optional<std::vector<std::byte>> message;
+  Caller caller(*this);
   // No latch check: messages that arrived before a failure are still
-  // delivered; the mailbox throws the failure once they are taken. The
-  // mailbox is only searched when something was delivered or failed since.
-  std::uint64_t seen = mailbox_events_ - 1;
-  const bool got = drive(lock, coarse_now() + spec_.timeout, false, [&] {
+  // delivered; the mailbox throws the failure once they are taken.
+  if (auto queued = mailbox_.try_take(from, tag)) return std::move(*queued);
+  // Nothing queued: the next such message is this caller's, and skips the
+  // mailbox (one receiver per peer at a time; others take the mailbox's
+  // way). The mailbox is only searched again when it changed.
+  Peer::Waiter waiter{tag, std::nullopt};
+  Peer& p = *peers_[static_cast<std::size_t>(from)];
+  if (p.waiter == nullptr) p.waiter = &waiter;
+  struct Unregister {
+    Peer& peer;
+    Peer::Waiter* mine;
+    ~Unregister() {
+      if (peer.waiter == mine) peer.waiter = nullptr;
+    }
+  } unregister{p, &waiter};
+  std::optional<std::vector<std::byte>> message;
+  std::uint64_t seen = mailbox_events_;
+  const bool got = drive(caller, coarse_now() + spec_.timeout, false, [&] {
+    if (waiter.message) {
+      message = std::move(waiter.message);
+      return true;
+    }
     if (seen == mailbox_events_) return false;
     seen = mailbox_events_;
     message = mailbox_.try_take(from, tag);
@@ -899,7 +978,7 @@ std::string Engine::pending_description() const {
 
 void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
                       std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
-  std::unique_lock lock(mutex_);
+  Caller caller(*this);
   latch_.rethrow_if_tripped();
   // Errors name the call; describing it costs more than a small step, so
   // only a failing step does.
@@ -923,7 +1002,7 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
     consume_held(p);
   }
   flush_credits();
-  const bool done = drive(lock, coarse_now() + spec_.timeout, true, [&] {
+  const bool done = drive(caller, coarse_now() + spec_.timeout, true, [&] {
     progress_sends();
     bool complete = true;
     for (const auto& s : sends_) complete = complete && s.started && s.offset == s.payload.size();
@@ -978,7 +1057,7 @@ void Engine::fail_and_throw(const CollectiveError& error, bool tell_peers) {
 }
 
 void Engine::close() {
-  std::unique_lock lock(mutex_);
+  Caller caller(*this);
   closing_ = true;
   for (auto& owned : peers_) {
     Peer& p = *owned;
@@ -989,7 +1068,7 @@ void Engine::close() {
   // Wait briefly for the peers' own close, so none of them mistakes our
   // disconnect for a crash while it still finishes its last receives.
   try {
-    drive(lock, coarse_now() + std::min<Clock::duration>(kLinger, spec_.timeout), false, [&] {
+    drive(caller, coarse_now() + std::min<Clock::duration>(kLinger, spec_.timeout), false, [&] {
       if (latch_.tripped()) return true;
       for (const auto& owned : peers_) {
         if (owned->ready && !owned->closed) return false;

@@ -13,10 +13,13 @@
 // a writer never overruns either. All memory is allocated and registered once.
 //
 // Threads: one mutex guards everything here. Callers drive progress
-// themselves while they wait (a short bounded spin polling the CQ), then
-// sleep on a condition variable; the progress thread keeps completions,
-// rdma_cm events and early messages moving when nobody waits, blocking on the
-// completion channel with a timeout when idle. Every wait has a deadline.
+// themselves while they wait (a bounded spin polling the CQ, yielding the core
+// only when ranks share cores), then sleep on a condition variable; the
+// progress thread stays out of their way while they are inside the engine,
+// and keeps completions, rdma_cm events and early messages moving when
+// nobody is, blocking on the completion channel with a timeout when idle.
+// A receiver waiting for a message gets it handed over, not queued in the
+// mailbox. Every wait has a deadline.
 #pragma once
 
 #include <atomic>
@@ -47,6 +50,11 @@ class Engine {
     std::chrono::milliseconds timeout{0};
     // How long a waiting caller polls the CQ before it sleeps (RLX_VERBS_SPIN_US).
     std::chrono::microseconds caller_spin{200};
+    // Whether a spinning caller yields its core on every empty poll: only
+    // when ranks share cores (launch_env::ranks_share_cores). With a core of
+    // its own, a yield is a system call between two polls, which under
+    // emulation costs more than a small message's whole round trip.
+    bool yield_while_spinning = true;
   };
 
   // Allocates and registers every buffer for every peer. Throws CollectiveError.
@@ -92,9 +100,14 @@ class Engine {
     bool started;
   };
 
+  class Caller;
+  // Polls the CQ until `done()` (true), the deadline (false) or a failure
+  // (throws, when `check_latch`): a bounded spin, then naps on progressed_.
   template <class Done>
-  bool drive(std::unique_lock<std::mutex>& lock, Deadline deadline, bool check_latch, Done done);
+  bool drive(Caller& caller, Deadline deadline, bool check_latch, Done done);
   bool poll_completions();
+  // Runs the rdma_cm handler if the progress thread saw events (lock held).
+  void handle_cm_events();
   void dispatch(const ibv_wc& wc);
   void on_recv(Peer& p, const ibv_wc& wc, std::uint32_t index);
   void on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index);
@@ -145,11 +158,12 @@ class Engine {
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};
-  // Callers driving progress right now: the progress thread stands aside
-  // meanwhile (a second poller only bounces the mutex and competes for the
-  // cores the device's own work needs), and is kicked (stop_fd_) when the
-  // last one goes to sleep.
-  std::atomic<int> drivers_{0};
+  // Callers inside the engine and awake (see Caller): the progress thread
+  // stands aside meanwhile (a second poller only bounces the mutex and
+  // competes for the cores the device's own work needs), and is kicked
+  // (stop_fd_) when the last one goes to sleep.
+  std::atomic<int> callers_{0};
+  std::atomic<bool> cm_pending_{false};  // rdma_cm's fd is readable
   int stop_fd_ = -1;
   int cm_fd_ = -1;
   std::function<void()> cm_events_;

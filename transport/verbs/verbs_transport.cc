@@ -7,6 +7,7 @@
 
 #include "collectives/algorithms.h"
 #include "transport/endpoint.h"
+#include "transport/launch_env.h"
 #include "transport/rendezvous/client.h"
 #include "transport/verbs/verbs.h"
 
@@ -103,6 +104,7 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   device_ = std::make_unique<Device>(cm_->context(), Engine::cq_entries(world_size()),
                                      startup_site(env, "open " + chosen));
   Engine::Spec spec{rank(), world_size(), timeout()};
+  spec.yield_while_spinning = launch_env::ranks_share_cores(env.local_size.value_or(world_size()));
   if (const char* spin = std::getenv(kSpinSetting)) {
     char* end = nullptr;
     const long us = std::strtol(spin, &end, 10);
