@@ -51,6 +51,8 @@ constexpr int kIdlePollMs = 100;
 // look wakes a thread that takes a core from them).
 constexpr int kStandAsideMinMs = 1;
 constexpr int kStandAsideMaxMs = 16;
+// While it polls, the progress thread also looks at rdma_cm this often.
+constexpr std::uint32_t kCmEverySteps = 64;
 // At shutdown, how long to wait for the peers' own close.
 constexpr auto kLinger = std::chrono::seconds(2);
 
@@ -377,10 +379,18 @@ void Engine::stop() {
 
 void Engine::run() {
   enum class Step { busy, progressed, idle };
+  // rdma_cm events (connections, disconnects, strangers) and the connection
+  // manager's timers are handled by whoever holds the lock next and sees
+  // cm_pending_: usually a spinning caller, which has the lock nearly always.
+  // Asking an empty channel is a failing system call, so it is flagged only
+  // when its fd is readable or a while has passed.
+  std::uint32_t steps = 0;
   // One look at the CQ, unless a caller holds the lock.
-  auto step = [this](bool arm) {
+  auto step = [this, &steps](bool arm) {
     std::unique_lock lock(mutex_, std::try_to_lock);
     if (!lock.owns_lock()) return Step::busy;
+    if (++steps % kCmEverySteps == 0) cm_pending_.store(true);
+    handle_cm_events();
     bool any = false;
     try {
       if (arm) ibv_req_notify_cq(device_.cq(), 0);
@@ -392,15 +402,6 @@ void Engine::run() {
     if (any) progressed_.notify_all();
     return any ? Step::progressed : Step::idle;
   };
-  // rdma_cm events (connections, disconnects, strangers) only when its fd
-  // says so: asking an empty channel is a failing system call. A spinning
-  // caller holds the lock nearly always, so it is asked to handle them too
-  // (whoever gets the lock first does).
-  auto cm_events = [this] {
-    cm_pending_.store(true);
-    std::lock_guard lock(mutex_);
-    handle_cm_events();
-  };
   auto drain_kicks = [this] {
     std::uint64_t kicks = 0;
     (void)!::read(stop_fd_, &kicks, sizeof kicks);
@@ -409,12 +410,14 @@ void Engine::run() {
   std::uint32_t idle_polls = 0;
   while (!stopping_.load()) {
     if (callers_.load() > 0) {
-      // A caller polls the CQ; only rdma_cm events are ours until it sleeps
-      // or leaves. Each look that finds it still there looks later next time.
-      pollfd fds[2] = {{cm_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-      ::poll(fds, 2, stand_aside_ms);
-      if ((fds[1].revents & POLLIN) != 0) drain_kicks();
-      if ((fds[0].revents & POLLIN) != 0) cm_events();
+      // A caller polls the CQ and handles rdma_cm; this thread only flags
+      // events for it (not again while a flag waits) until it sleeps or
+      // leaves. Each look that finds it still there looks later next time.
+      pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {cm_fd_, POLLIN, 0}};
+      const nfds_t watched = cm_pending_.load() ? 1 : 2;
+      const int ready = ::poll(fds, watched, stand_aside_ms);
+      if ((fds[0].revents & POLLIN) != 0) drain_kicks();
+      if (ready == 0 || (fds[1].revents & POLLIN) != 0) cm_pending_.store(true);
       stand_aside_ms = std::min(2 * stand_aside_ms, kStandAsideMaxMs);
       idle_polls = 0;
       continue;
@@ -440,14 +443,14 @@ void Engine::run() {
       void* context = nullptr;
       if (ibv_get_cq_event(device_.channel(), &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
     }
-    if ((fds[1].revents & POLLIN) != 0) cm_events();
     if ((fds[2].revents & POLLIN) != 0) drain_kicks();
+    cm_pending_.store(true);  // events, or the timers' turn after a quiet while
     idle_polls = 0;
   }
 }
 
 void Engine::handle_cm_events() {
-  if (!cm_pending_.exchange(false)) return;
+  if (!cm_pending_.load(std::memory_order_relaxed) || !cm_pending_.exchange(false)) return;
   try {
     if (cm_events_) cm_events_();
   } catch (const CollectiveError& error) {
