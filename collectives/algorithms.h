@@ -23,10 +23,14 @@ void all_reduce_ring(Links& links, const CollectiveCall& call, ElementSpan data)
 void all_reduce_recursive_doubling(Links& links, const CollectiveCall& call, ElementSpan data);
 
 // Concatenates every rank's `input` (call.count elements) in rank order into
-// `output` (n x call.count). Chooses direct exchange for small blocks, the
-// bidirectional ring for large.
+// `output` (n x call.count). Chooses recursive doubling (power-of-two world
+// sizes) or direct exchange for small blocks, the bidirectional ring for large.
 void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output);
+// log2(n) exchanges with partners at doubling distances, each of the group of
+// blocks gathered so far; needs a power-of-two world size (else invalid_argument).
+void all_gather_recursive_doubling(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                                   ElementSpan output);
 void all_gather_ring(Links& links, const CollectiveCall& call, ConstElementSpan input,
                      ElementSpan output);
 void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,

@@ -3,6 +3,7 @@
 // directly. The multi-process suite in tests/ runs them over real sockets.
 #include "collectives/algorithms.h"
 
+#include <bit>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -174,7 +175,10 @@ TEST_P(AlgorithmTest, FloatResultsAreBitIdenticalOnEveryRank) {
 TEST_P(AlgorithmTest, AllGatherConcatenatesInRankOrder) {
   const auto [n, lanes] = GetParam();
   using Algo = void (*)(Links&, const CollectiveCall&, ConstElementSpan, ElementSpan);
-  for (Algo algo : {&all_gather_ring, &all_gather_direct, &all_gather}) {
+  std::vector<Algo> algos = {&all_gather_ring, &all_gather_direct, &all_gather};
+  if (std::has_single_bit(static_cast<unsigned>(n)))
+    algos.push_back(&all_gather_recursive_doubling);
+  for (Algo algo : algos) {
     // 65537 elements: 256 KiB and one, which the direct exchange splits over the lanes.
     for (std::size_t count :
          {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{4099}, std::size_t{65537}}) {
@@ -260,6 +264,20 @@ TEST(InProcessLinks, DisagreeingRanksAreDetected) {
                                               ElementSpan::of(std::span(data)));
                                  }),
                        "mismatch");
+}
+
+TEST(InProcessLinks, RecursiveDoublingAllGatherRefusesThreeRanks) {
+  EXPECT_FATAL_FAILURE(
+      run_ranks(3, 1,
+                [&](Links& links) {
+                  std::vector<float> input(4), output(12);
+                  all_gather_recursive_doubling(
+                      links,
+                      {CollectiveKind::all_gather, ReduceOp::sum, Dtype::f32, input.size(), 1},
+                      ConstElementSpan::of(std::span<const float>(input)),
+                      ElementSpan::of(std::span(output)));
+                }),
+      "power-of-two world size, not 3");
 }
 
 }  // namespace

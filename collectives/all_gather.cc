@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "collectives/algorithms.h"
@@ -12,6 +13,12 @@ void place_own_block(ConstElementSpan input, ElementSpan output, int rank) {
   auto* own = static_cast<std::byte*>(output.data) + static_cast<std::size_t>(rank) * input.bytes();
   if (input.bytes() > 0 && own != input.data) std::memmove(own, input.data, input.bytes());
 }
+
+// At power-of-two world sizes, up to this much gathered output, log2(n)
+// exchanges of growing groups beat one step with n - 1 peers at once (by
+// 1.3-2x at 4 and 8 ranks; beyond it they lose to direct and ring: see
+// docs/BENCHMARKS.md, "all_gather: recursive doubling").
+constexpr std::size_t kRecursiveDoublingOutputBytes = std::size_t{1} << 20;
 
 // Per rank's block: from here the direct exchange splits it over the lanes.
 constexpr std::size_t kDirectSplitBytes = std::size_t{256} << 10;
@@ -65,10 +72,41 @@ void all_gather_direct(Links& links, const CollectiveCall& call, ConstElementSpa
   step.run(links, call, 0);
 }
 
+void all_gather_recursive_doubling(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                                   ElementSpan output) {
+  const int n = links.world_size(), rank = links.rank();
+  if (!std::has_single_bit(static_cast<unsigned>(n))) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument, {.rank = rank, .world_size = n, .operation = call.describe()},
+        "recursive-doubling all_gather needs a power-of-two world size, not " + std::to_string(n));
+  }
+  place_own_block(input, output, rank);
+  auto* out = static_cast<std::byte*>(output.data);
+  const std::size_t block = input.bytes();
+  // Before the exchange at `distance`, a rank holds its aligned group of
+  // `distance` blocks, contiguous in `output`; the partner's group is next to it.
+  auto group = [&](int member, int distance) {
+    const auto first = static_cast<std::size_t>(member & ~(distance - 1));
+    return std::span(out + first * block, static_cast<std::size_t>(distance) * block);
+  };
+  Step step;
+  std::uint32_t step_index = 0;
+  for (int distance = 1; distance < n; distance *= 2) {
+    const int partner = rank ^ distance;
+    step.send(partner, 0, group(rank, distance));
+    step.recv(partner, 0, group(partner, distance), false);
+    step.run(links, call, step_index++);
+  }
+}
+
 void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output) {
-  if (input.bytes() < all_gather_ring_threshold(links.world_size()) &&
-      static_cast<std::size_t>(links.world_size()) <= Step::kCapacity) {
+  const int n = links.world_size();
+  if (n > 2 && std::has_single_bit(static_cast<unsigned>(n)) &&
+      input.bytes() * static_cast<std::size_t>(n) <= kRecursiveDoublingOutputBytes) {
+    all_gather_recursive_doubling(links, call, input, output);
+  } else if (input.bytes() < all_gather_ring_threshold(n) &&
+             static_cast<std::size_t>(n) <= Step::kCapacity) {
     all_gather_direct(links, call, input, output);
   } else {
     all_gather_ring(links, call, input, output);
