@@ -59,6 +59,18 @@ std::string get_string(const Lookup& lookup, const char* name) {
   return std::string(get(lookup, name).value_or(""));
 }
 
+// What the kernel could name an algorithm: up to 15 letters, digits, '_' or '-'.
+bool is_algorithm_name(std::string_view name) {
+  constexpr std::size_t kMaxName = 15;
+  if (name.size() > kMaxName) return false;
+  for (const char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 void parse_rlxrun_group(const Lookup& lookup, LaunchEnv& env) {
   constexpr int kMaxRanks = 1 << 20;
   env.world_size = get_int(lookup, kWorldSize, 1, kMaxRanks, "a whole number from 1 to 1048576");
@@ -104,6 +116,11 @@ LaunchEnv parse(const Lookup& lookup) {
   }
   if (auto lanes = get_int(lookup, kTcpLanes, 1, 8, "a whole number of streams from 1 to 8")) {
     env.tcp_lanes = *lanes;
+  }
+  env.tcp_congestion = get_string(lookup, kTcpCongestion);
+  if (!is_algorithm_name(env.tcp_congestion)) {
+    fail(kTcpCongestion, env.tcp_congestion,
+         "auto, system, or a congestion control algorithm's name (like cubic or reno)");
   }
   return env;
 }

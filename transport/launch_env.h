@@ -28,6 +28,8 @@ inline constexpr const char* kTimeout = "RLX_TIMEOUT_S";  // deadline of every o
 inline constexpr const char* kConnectTimeout = "RLX_CONNECT_TIMEOUT_S";  // rendezvous deadline
 inline constexpr const char* kUnexpectedCap = "RLX_UNEXPECTED_BYTES";    // early-message memory cap
 inline constexpr const char* kTcpLanes = "RLX_TCP_LANES";  // TCP streams per pair for collectives
+// auto | system | an algorithm's name (transport/congestion_control.h)
+inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
 // Set by Open MPI's mpirun.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
@@ -52,6 +54,7 @@ struct LaunchEnv {
   std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
   std::size_t unexpected_bytes_cap = kDefaultUnexpectedCap;
   int tcp_lanes = kDefaultTcpLanes;
+  std::string tcp_congestion;  // empty when unset (auto)
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;
 

@@ -49,7 +49,8 @@ TEST(LaunchEnv, ReadsWhatRlxrunSets) {
                                    {"RLX_JOB_TOKEN", "secret"},
                                    {"RLX_BACKEND", "tcp"},
                                    {"RLX_TIMEOUT_S", "0.25"},
-                                   {"RLX_UNEXPECTED_BYTES", "1048576"}});
+                                   {"RLX_UNEXPECTED_BYTES", "1048576"},
+                                   {"RLX_TCP_CONGESTION", "cubic"}});
   ASSERT_TRUE(env.launched_by_rlxrun());
   EXPECT_EQ(*env.rank, 2);
   EXPECT_EQ(*env.world_size, 4);
@@ -59,6 +60,7 @@ TEST(LaunchEnv, ReadsWhatRlxrunSets) {
   EXPECT_EQ(env.backend, "tcp");
   EXPECT_EQ(env.timeout, std::chrono::milliseconds(250));
   EXPECT_EQ(env.unexpected_bytes_cap, 1u << 20);
+  EXPECT_EQ(env.tcp_congestion, "cubic");
 }
 
 TEST(LaunchEnv, ReadsWhatMpirunSets) {
@@ -81,6 +83,9 @@ TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {
   expect_rejected({{"RLX_TIMEOUT_S", "nan"}}, "RLX_TIMEOUT_S", "'nan'");
   expect_rejected({{"RLX_TIMEOUT_S", "10s"}}, "RLX_TIMEOUT_S", "'10s'");
   expect_rejected({{"RLX_UNEXPECTED_BYTES", "1e9"}}, "RLX_UNEXPECTED_BYTES", "'1e9'");
+  expect_rejected({{"RLX_TCP_CONGESTION", "cubic; rm"}}, "RLX_TCP_CONGESTION", "algorithm's name");
+  expect_rejected({{"RLX_TCP_CONGESTION", "a_name_far_too_long"}}, "RLX_TCP_CONGESTION",
+                  "'a_name_far_too_long'");
   expect_rejected({{"OMPI_COMM_WORLD_SIZE", "many"}}, "OMPI_COMM_WORLD_SIZE", "'many'");
   expect_rejected({{"RLX_RANK", "99999999999999999999"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK",
                   "99999999999999999999");

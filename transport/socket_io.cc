@@ -17,6 +17,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "transport/congestion_control.h"
+
 namespace rlx {
 namespace {
 
@@ -138,10 +140,16 @@ std::string local_host(int fd) {
 namespace {
 
 // One non-blocking connect attempt to one address; returns the errno on failure.
-int try_connect(const addrinfo& ai, Deadline deadline, UniqueFd& out) {
+int try_connect(const addrinfo& ai, Deadline deadline, const CongestionControl* congestion,
+                UniqueFd& out) {
   UniqueFd fd(
       ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai.ai_protocol));
   if (!fd) return errno;
+  if (congestion != nullptr) {
+    sockaddr_storage destination{};
+    std::memcpy(&destination, ai.ai_addr, std::min<std::size_t>(ai.ai_addrlen, sizeof destination));
+    congestion->before_connect(fd.get(), destination);
+  }
   if (::connect(fd.get(), ai.ai_addr, ai.ai_addrlen) != 0) {
     if (errno != EINPROGRESS) return errno;
     try {
@@ -161,7 +169,8 @@ int try_connect(const addrinfo& ai, Deadline deadline, UniqueFd& out) {
 
 }  // namespace
 
-UniqueFd connect_with_retry(const HostPort& target, Deadline deadline) {
+UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
+                            const CongestionControl* congestion) {
   auto pause = std::chrono::milliseconds(10);
   std::string last_error = "no attempt made";
   do {
@@ -177,7 +186,7 @@ UniqueFd connect_with_retry(const HostPort& target, Deadline deadline) {
       std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> list(raw, freeaddrinfo);
       for (addrinfo* ai = raw; ai != nullptr; ai = ai->ai_next) {
         UniqueFd fd;
-        const int error = try_connect(*ai, deadline, fd);
+        const int error = try_connect(*ai, deadline, congestion, fd);
         if (error == 0) return fd;
         last_error = errno_text(error);
       }

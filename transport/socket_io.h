@@ -16,6 +16,8 @@
 
 namespace rlx {
 
+class CongestionControl;
+
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
 
@@ -65,9 +67,11 @@ void send_all(int fd, std::span<const std::byte> bytes, Deadline deadline, int w
 void recv_exact(int fd, std::span<std::byte> into, Deadline deadline, int wake_fd = -1);
 
 // Connects to the first address of `target` that accepts, retrying refused
-// or unreachable attempts with growing pauses until the deadline. Throws
+// or unreachable attempts with growing pauses until the deadline, with the
+// congestion control `congestion` chooses (the system's when null). Throws
 // IoError timeout naming the address and the last error.
-UniqueFd connect_with_retry(const HostPort& target, Deadline deadline);
+UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
+                            const CongestionControl* congestion = nullptr);
 
 // Non-blocking, TCP_NODELAY, large kernel buffers: the setup of every rlx stream.
 void configure_stream(int fd);

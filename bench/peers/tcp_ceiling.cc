@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "bench/sweep_driver.h"
+#include "transport/congestion_control.h"
 #include "transport/socket_io.h"
 
 namespace {
@@ -73,10 +74,11 @@ class RawTcpComm {
   std::vector<std::byte> incoming_;
 };
 
-rlx::UniqueFd accept_one(std::uint16_t port) {
+rlx::UniqueFd accept_one(std::uint16_t port, const rlx::CongestionControl& congestion) {
   rlx::UniqueFd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   const int one = 1;
   ::setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  congestion.before_listen(listener.get());
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -87,6 +89,7 @@ rlx::UniqueFd accept_one(std::uint16_t port) {
   }
   rlx::UniqueFd fd(::accept(listener.get(), nullptr, nullptr));
   rlx::configure_stream(fd.get());
+  congestion.after_accept(fd.get());
   return fd;
 }
 
@@ -99,9 +102,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool listen = std::string(argv[1]) == "--listen";
-  rlx::UniqueFd fd = listen ? accept_one(static_cast<std::uint16_t>(std::atoi(argv[2])))
+  // The congestion control of rlx's own streams (RLX_TCP_CONGESTION), so the ceiling stays one.
+  const char* setting = std::getenv("RLX_TCP_CONGESTION");
+  const auto congestion = rlx::CongestionControl::from_setting(setting != nullptr ? setting : "");
+  rlx::UniqueFd fd = listen ? accept_one(static_cast<std::uint16_t>(std::atoi(argv[2])), congestion)
                             : rlx::connect_with_retry(rlx::parse_host_port(argv[2], "--connect"),
-                                                      rlx::Clock::now() + 30s);
+                                                      rlx::Clock::now() + 30s, &congestion);
   argv[2] = argv[0];
   RawTcpComm comm(std::move(fd), listen ? 0 : 1);
   auto options = rlx::bench::parse_sweep_options(argc - 2, argv + 2, "tcp-ceiling");

@@ -1,5 +1,6 @@
 // How ranks find each other, end to end with real processes: a static JSON
-// table with no coordinator (IPv6 and IPv4), and RLX_IFNAME.
+// table with no coordinator (IPv6 and IPv4), RLX_IFNAME, and the congestion
+// control their connections run (RLX_TCP_CONGESTION).
 #include <fstream>
 
 #include <gtest/gtest.h>
@@ -84,6 +85,28 @@ TEST(TcpSetup, AnUnreachableCoordinatorFailsAtTheConnectDeadlineNamingIt) {
   ASSERT_EQ(job.ranks.size(), 1u);
   EXPECT_FALSE(job.ranks[0].exited_ok());
   EXPECT_NE(job.ranks[0].err.find("127.0.0.1:1"), std::string::npos) << job.ranks[0].err;
+  EXPECT_LT(job.elapsed, 10s);
+}
+
+TEST(TcpSetup, ANamedCongestionControlRunsTheJob) {
+  expect_job_ok(run_job({.ranks = 2,
+                         .argv = {sibling_program("../../examples/hello_allreduce")},
+                         .env = {"RLX_TCP_CONGESTION=reno"},
+                         .limit = 60s}),
+                2, "of 2 (tcp)");
+}
+
+TEST(TcpSetup, ACongestionControlTheKernelRefusesFailsEveryRankNamingIt) {
+  const JobOutcome job = run_job({.ranks = 2,
+                                  .argv = {sibling_program("../../examples/hello_allreduce")},
+                                  .env = {"RLX_TCP_CONGESTION=no_such_algo"},
+                                  .limit = 30s});
+  ASSERT_EQ(job.ranks.size(), 2u);
+  for (const auto& rank : job.ranks) {
+    EXPECT_FALSE(rank.exited_ok());
+    EXPECT_NE(rank.err.find("RLX_TCP_CONGESTION='no_such_algo'"), std::string::npos) << rank.err;
+    EXPECT_NE(rank.err.find("tcp_available_congestion_control"), std::string::npos) << rank.err;
+  }
   EXPECT_LT(job.elapsed, 10s);
 }
 

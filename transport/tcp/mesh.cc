@@ -154,6 +154,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
     UniqueFd fd(s->socket.release(ec));
     if (ec) return;
     configure_stream(fd.get());
+    spec.congestion.after_accept(fd.get());
     {
       std::lock_guard lock(mutex);
       auto& slot = arrived[s->hello.from_rank][s->hello.connection];
@@ -199,6 +200,7 @@ Listener::Listener(asio::io_context& io, const std::string& bind_host, std::uint
     const tcp::endpoint endpoint(asio::ip::make_address(bind_host), port);
     impl_->acceptor.open(endpoint.protocol());
     impl_->acceptor.set_option(tcp::acceptor::reuse_address(true));
+    impl_->spec.congestion.before_listen(impl_->acceptor.native_handle());
     impl_->acceptor.bind(endpoint);
     impl_->acceptor.listen(asio::socket_base::max_listen_connections);
   } catch (const boost::system::system_error& error) {
@@ -242,7 +244,7 @@ UniqueFd connect_to_peer(const HostPort& address, int peer, int index, const Mes
                        .peer = peer,
                        .operation = "connect to " + address.to_string()};
   try {
-    UniqueFd fd = connect_with_retry(address, deadline);
+    UniqueFd fd = connect_with_retry(address, deadline, &spec.congestion);
     const Hello hello{static_cast<std::uint32_t>(spec.world_size),
                       static_cast<std::uint32_t>(spec.rank), static_cast<std::uint32_t>(peer),
                       static_cast<std::uint32_t>(index), auth::fresh_nonce()};

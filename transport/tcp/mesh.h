@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/congestion_control.h"
 #include "transport/endpoint.h"
 #include "transport/socket_io.h"
 
@@ -24,6 +25,7 @@ struct MeshSpec {
   int world_size = 1;
   int lanes = 1;
   std::string token;
+  CongestionControl congestion;  // applied to both ends of every connection
 };
 
 // Accepts connections on the progress thread (the io_context's). Connections

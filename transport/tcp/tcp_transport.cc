@@ -48,7 +48,9 @@ struct TcpTransport::Io {
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
     : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "tcp", env.timeout),
       env_(env),
-      spec_{rank(), world_size(), env.tcp_lanes, env.job_token},
+      spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
+            CongestionControl::from_setting(env.tcp_congestion,
+                                            startup_site(env, "set up tcp connections"))},
       mailbox_(env.unexpected_bytes_cap),
       io_(std::make_unique<Io>()) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
