@@ -21,9 +21,9 @@ struct sockaddr_storage;
 namespace rlx {
 
 // The algorithm has to be chosen before a connection is established: a
-// socket that starts under BBR keeps BBR's pacing timer after a switch to
-// another algorithm (the kernel never clears it), which cost as much as
-// BBR itself. So the connector sets it before connect(), and the listener
+// socket switched away from BBR after its handshake stayed as slow as BBR
+// (BBR asks the kernel for pacing when it starts, and the switch seems not
+// to undo that; docs/BENCHMARKS.md). So the connector sets it before connect(), and the listener
 // on its listening socket, whose accepted connections inherit it.
 class CongestionControl {
  public:
