@@ -5,11 +5,10 @@
 #include <memory>
 #include <sstream>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
+
+#include "transport/endpoint.h"
 
 namespace rlx::launcher {
 namespace {
@@ -208,24 +207,9 @@ std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int rank
 }
 
 bool is_local_host(const std::string& host) {
-  if (host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1") return true;
+  if (host == "localhost" || rlx::is_this_host(host)) return true;
   char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) == 0 && host == name) return true;
-  ifaddrs* raw = nullptr;
-  if (::getifaddrs(&raw) != 0) return false;
-  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, freeifaddrs);
-  for (ifaddrs* a = raw; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr == nullptr) continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    if (a->ifa_addr->sa_family == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof text);
-    } else if (a->ifa_addr->sa_family == AF_INET6) {
-      inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr, text,
-                sizeof text);
-    }
-    if (host == text) return true;
-  }
-  return false;
+  return ::gethostname(name, sizeof name - 1) == 0 && host == name;
 }
 
 }  // namespace rlx::launcher

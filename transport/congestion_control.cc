@@ -1,16 +1,14 @@
 #include "transport/congestion_control.h"
 
-#include <array>
 #include <cerrno>
 #include <cstring>
-#include <optional>
 #include <utility>
 
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 
+#include "transport/endpoint.h"
 #include "transport/socket_io.h"
 
 namespace rlx {
@@ -18,31 +16,6 @@ namespace {
 
 // Never paces, and the kernel lets every process choose it.
 constexpr const char* kSameHostAlgorithm = "reno";
-
-using Address16 = std::array<unsigned char, 16>;
-
-// The address as IPv6 bytes (IPv4 as v4-mapped), or nothing for other families.
-std::optional<Address16> ip_bytes(const sockaddr_storage& address) {
-  Address16 out{};
-  if (address.ss_family == AF_INET) {
-    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
-    out[10] = out[11] = 0xff;
-    std::memcpy(out.data() + 12, &v4.sin_addr, 4);
-    return out;
-  }
-  if (address.ss_family == AF_INET6) {
-    std::memcpy(out.data(), &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, 16);
-    return out;
-  }
-  return std::nullopt;
-}
-
-bool is_loopback(const Address16& a) {
-  static constexpr Address16 kV6Loopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  static constexpr unsigned char kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  const bool v4_mapped = std::memcmp(a.data(), kV4MappedPrefix, 12) == 0;
-  return a == kV6Loopback || (v4_mapped && a[12] == 127);
-}
 
 bool set_algorithm(int fd, const std::string& name) {
   return ::setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
@@ -60,10 +33,7 @@ int refusal_of(const std::string& name) {
 
 CongestionControl CongestionControl::from_setting(std::string_view setting, ErrorSite site) {
   CongestionControl choice;
-  {
-    const UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    choice.system_default_ = congestion_control_of(probe.get());
-  }
+  choice.system_default_ = system_congestion_control();
   if (setting.empty() || setting == "auto") return choice;
   if (setting == "system") {
     choice.mode_ = Mode::system;
@@ -99,41 +69,9 @@ void CongestionControl::after_accept(int fd) const {
   }
 }
 
-bool same_host(const sockaddr_storage& local, const sockaddr_storage& peer) {
-  const auto mine = ip_bytes(local);
-  const auto theirs = ip_bytes(peer);
-  if (!mine || !theirs) return false;
-  return is_loopback(*theirs) || *mine == *theirs;
-}
-
-bool same_host(int fd) {
-  sockaddr_storage local{}, peer{};
-  socklen_t local_len = sizeof local, peer_len = sizeof peer;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
-    return false;
-  }
-  return same_host(local, peer);
-}
-
-bool is_this_host(const sockaddr_storage& destination) {
-  const auto target = ip_bytes(destination);
-  if (!target) return false;
-  if (is_loopback(*target)) return true;
-  ifaddrs* interfaces = nullptr;
-  if (::getifaddrs(&interfaces) != 0) return false;
-  bool found = false;
-  for (const ifaddrs* i = interfaces; i != nullptr && !found; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr) continue;
-    sockaddr_storage address{};
-    const std::size_t size =
-        i->ifa_addr->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
-    std::memcpy(&address, i->ifa_addr, size);
-    found = ip_bytes(address) == target;
-  }
-  ::freeifaddrs(interfaces);
-  return found;
+std::string system_congestion_control() {
+  const UniqueFd fresh(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  return congestion_control_of(fresh.get());
 }
 
 std::string congestion_control_of(int fd) {

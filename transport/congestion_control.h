@@ -49,16 +49,9 @@ class CongestionControl {
   std::string system_default_;  // what a new socket runs here
 };
 
-// True when both ends of a connection are on this host: the peer's address
-// is a loopback address or the local address itself (the kernel routes it
-// over the loopback device either way).
-bool same_host(const sockaddr_storage& local, const sockaddr_storage& peer);
-bool same_host(int fd);
-// True when a connection to `destination` would not leave this host: a
-// loopback address or an address of one of its interfaces.
-bool is_this_host(const sockaddr_storage& destination);
-
 // The congestion control a TCP socket runs, as the kernel names it.
 std::string congestion_control_of(int fd);
+// What a new TCP socket runs here (net.ipv4.tcp_congestion_control).
+std::string system_congestion_control();
 
 }  // namespace rlx

@@ -1,9 +1,11 @@
 #include "transport/endpoint.h"
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include <arpa/inet.h>
@@ -18,6 +20,31 @@
 
 namespace rlx {
 namespace {
+
+using Address16 = std::array<unsigned char, 16>;
+
+// The address as IPv6 bytes (IPv4 as v4-mapped), or nothing for other families.
+std::optional<Address16> ip_bytes(const sockaddr_storage& address) {
+  Address16 out{};
+  if (address.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<const sockaddr_in&>(address);
+    out[10] = out[11] = 0xff;
+    std::memcpy(out.data() + 12, &v4.sin_addr, 4);
+    return out;
+  }
+  if (address.ss_family == AF_INET6) {
+    std::memcpy(out.data(), &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, 16);
+    return out;
+  }
+  return std::nullopt;
+}
+
+bool is_loopback(const Address16& a) {
+  static constexpr Address16 kV6Loopback{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  static constexpr unsigned char kV4MappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const bool v4_mapped = std::memcmp(a.data(), kV4MappedPrefix, 12) == 0;
+  return a == kV6Loopback || (v4_mapped && a[12] == 127);
+}
 
 [[noreturn]] void bad_endpoint(std::string_view text, std::string_view what, std::string_view why) {
   throw CollectiveError(ErrorKind::invalid_argument, {.operation = "parse " + std::string(what)},
@@ -121,6 +148,56 @@ std::string source_address_towards(const std::string& host) {
     inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&local)->sin_addr, text, sizeof text);
   }
   return text;
+}
+
+bool same_host(const sockaddr_storage& local, const sockaddr_storage& peer) {
+  const auto mine = ip_bytes(local);
+  const auto theirs = ip_bytes(peer);
+  if (!mine || !theirs) return false;
+  return is_loopback(*theirs) || *mine == *theirs;
+}
+
+bool same_host(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) {
+    return false;
+  }
+  return same_host(local, peer);
+}
+
+bool is_this_host(const sockaddr_storage& destination) {
+  const auto target = ip_bytes(destination);
+  if (!target) return false;
+  if (is_loopback(*target)) return true;
+  ifaddrs* raw = nullptr;
+  if (::getifaddrs(&raw) != 0) return false;
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> list(raw, freeifaddrs);
+  for (const ifaddrs* a = raw; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    sockaddr_storage address{};
+    std::memcpy(&address, a->ifa_addr,
+                family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
+    if (ip_bytes(address) == target) return true;
+  }
+  return false;
+}
+
+bool is_this_host(const std::string& numeric_address) {
+  sockaddr_storage address{};
+  auto& v4 = reinterpret_cast<sockaddr_in&>(address);
+  auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
+  if (inet_pton(AF_INET, numeric_address.c_str(), &v4.sin_addr) == 1) {
+    address.ss_family = AF_INET;
+  } else if (inet_pton(AF_INET6, numeric_address.c_str(), &v6.sin6_addr) == 1) {
+    address.ss_family = AF_INET6;
+  } else {
+    return false;
+  }
+  return is_this_host(address);
 }
 
 }  // namespace rlx

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+struct sockaddr_storage;
+
 namespace rlx {
 
 struct HostPort {
@@ -30,5 +32,17 @@ std::string interface_address(std::string_view ifname, bool prefer_ipv6 = false)
 // CollectiveError (invalid_argument) when `host` does not resolve or is not
 // routable from here.
 std::string source_address_towards(const std::string& host);
+
+// True when both ends of a connection are on this host: the peer's address
+// is a loopback address or the local address itself (the kernel routes it
+// over the loopback device either way).
+bool same_host(const sockaddr_storage& local, const sockaddr_storage& peer);
+bool same_host(int fd);
+
+// True when a connection to `destination` would not leave this host: a
+// loopback address or an address of one of its interfaces. The string form
+// takes a numeric IPv4 or IPv6 address (false for names).
+bool is_this_host(const sockaddr_storage& destination);
+bool is_this_host(const std::string& numeric_address);
 
 }  // namespace rlx

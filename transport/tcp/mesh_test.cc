@@ -52,10 +52,7 @@ TEST(Mesh, BothEndsOfEveryConnectionRunTheChosenCongestionControl) {
   boost::asio::io_context io;
   auto work = boost::asio::make_work_guard(io);
   std::thread progress([&] { io.run(); });
-  const std::string system_default = [] {
-    UniqueFd probe(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    return congestion_control_of(probe.get());
-  }();
+  const std::string system_default = system_congestion_control();
   for (const char* setting : {"auto", "system"}) {
     const auto congestion = CongestionControl::from_setting(setting);
     const MeshSpec lower{
