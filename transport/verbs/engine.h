@@ -163,7 +163,9 @@ class Engine {
   // competes for the cores the device's own work needs), and is kicked
   // (stop_fd_) when the last one goes to sleep.
   std::atomic<int> callers_{0};
-  std::atomic<bool> cm_pending_{false};  // rdma_cm's fd is readable
+  // rdma_cm has events or its timers are due: the next lock holder runs the
+  // handler (set by the progress thread, see run()).
+  std::atomic<bool> cm_pending_{false};
   int stop_fd_ = -1;
   int cm_fd_ = -1;
   std::function<void()> cm_events_;
