@@ -4,7 +4,7 @@
 // is no bottleneck to probe and nothing to be fair to. A pacing algorithm
 // (BBR, the default of many cloud images and of this project's development
 // VM) still paces it, through a timer per burst, and on the development VM
-// that cut a 2-rank 16 MiB all_sum to less than half its speed
+// that at times cut a 2-rank 16 MiB all_sum to half its speed or less
 // (docs/BENCHMARKS.md, "Congestion control on one host"). So by default
 // rlx's same-host connections use reno, which never paces (and which every
 // unprivileged process may choose); connections to other hosts keep the
