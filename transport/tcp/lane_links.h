@@ -1,8 +1,8 @@
 // Links over the TCP lanes: how the algorithms of collectives/ run on TCP.
 //
-// exchange() is driven by the calling thread: non-blocking sockets, one
-// poll() per round over every socket of the step plus the failure latch's
-// eventfd, bounded by the operation's deadline. Sends stream header and
+// exchange() is driven by the calling thread: non-blocking sockets retried
+// for a short spin, then a poll() over every socket of the step plus the
+// failure latch's eventfd, bounded by the operation's deadline. Sends stream header and
 // payload without copies; receives either land straight in the destination
 // or, when reducing, pass through a per-connection staging buffer that is
 // reduced into the destination as each piece arrives. All buffers are
@@ -13,12 +13,12 @@
 #include <functional>
 #include <vector>
 
+#include <poll.h>
+
 #include "collectives/links.h"
 #include "transport/socket_io.h"
 #include "transport/tcp/failure_latch.h"
 #include "transport/tcp/frame.h"
-
-struct pollfd;
 
 namespace rlx::tcp {
 
@@ -70,8 +70,13 @@ class LaneLinks final : public Links {
   bool progress_send(SendState& s);
   bool progress_recv(RecvState& r, const CollectiveCall& call, std::uint32_t step);
   void check_header(const RecvState& r, const CollectiveCall& call, std::uint32_t step);
-  bool absorb(RecvState& r, std::size_t n, const CollectiveCall& call);
+  // Where the next payload bytes of `r` land (the destination, or staging when
+  // reducing), at most `budget` of them, and what to do once `n` have.
+  static std::span<std::byte> payload_room(const RecvState& r, std::size_t budget);
+  static void take_payload(RecvState& r, std::size_t n, const CollectiveCall& call);
+  static void absorb(RecvState& r, std::size_t n, const CollectiveCall& call);
   void wait_for_sockets(const CollectiveCall& call, std::uint32_t step, Deadline deadline);
+  [[noreturn]] void fail_timeout(const CollectiveCall& call, std::uint32_t step);
   [[noreturn]] void fail(ErrorKind kind, const CollectiveCall& call, int peer,
                          const std::string& detail, const std::string& hint = {});
   int lane_fd(int peer, int lane, const CollectiveCall& call) const;
