@@ -13,6 +13,7 @@
 
 #include "bench/sweep_driver.h"
 #include "transport/congestion_control.h"
+#include "transport/launch_env.h"
 #include "transport/socket_io.h"
 
 namespace {
@@ -103,8 +104,8 @@ int main(int argc, char** argv) {
   }
   const bool listen = std::string(argv[1]) == "--listen";
   // The congestion control of rlx's own streams (RLX_TCP_CONGESTION), so the ceiling stays one.
-  const char* setting = std::getenv("RLX_TCP_CONGESTION");
-  const auto congestion = rlx::CongestionControl::from_setting(setting != nullptr ? setting : "");
+  const auto congestion = rlx::CongestionControl::from_setting(
+      rlx::launch_env::from_process_environment().tcp_congestion);
   rlx::UniqueFd fd = listen ? accept_one(static_cast<std::uint16_t>(std::atoi(argv[2])), congestion)
                             : rlx::connect_with_retry(rlx::parse_host_port(argv[2], "--connect"),
                                                       rlx::Clock::now() + 30s, &congestion);

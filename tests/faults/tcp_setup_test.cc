@@ -47,6 +47,15 @@ void expect_job_ok(const JobOutcome& job, int ranks, const std::string& backend_
   }
 }
 
+// Two ranks of hello_allreduce through rlxrun's rendezvous, with `setting` in their environment.
+void expect_hello_runs_with(const std::string& setting) {
+  expect_job_ok(run_job({.ranks = 2,
+                         .argv = {sibling_program("../../examples/hello_allreduce")},
+                         .env = {setting},
+                         .limit = 60s}),
+                2, "of 2 (tcp)");
+}
+
 TEST(TcpSetup, StaticTableOverIpv6WithoutACoordinator) {
   const std::string table = write_table("[::1]", AF_INET6, 3);
   expect_job_ok(run_job({.ranks = 3,
@@ -67,13 +76,7 @@ TEST(TcpSetup, StaticTableOverIpv4) {
                 2, "of 2 (tcp)");
 }
 
-TEST(TcpSetup, InterfaceChosenByName) {
-  expect_job_ok(run_job({.ranks = 2,
-                         .argv = {sibling_program("../../examples/hello_allreduce")},
-                         .env = {"RLX_IFNAME=lo"},
-                         .limit = 60s}),
-                2, "of 2 (tcp)");
-}
+TEST(TcpSetup, InterfaceChosenByName) { expect_hello_runs_with("RLX_IFNAME=lo"); }
 
 TEST(TcpSetup, AnUnreachableCoordinatorFailsAtTheConnectDeadlineNamingIt) {
   const JobOutcome job = run_job(
@@ -89,11 +92,7 @@ TEST(TcpSetup, AnUnreachableCoordinatorFailsAtTheConnectDeadlineNamingIt) {
 }
 
 TEST(TcpSetup, ANamedCongestionControlRunsTheJob) {
-  expect_job_ok(run_job({.ranks = 2,
-                         .argv = {sibling_program("../../examples/hello_allreduce")},
-                         .env = {"RLX_TCP_CONGESTION=reno"},
-                         .limit = 60s}),
-                2, "of 2 (tcp)");
+  expect_hello_runs_with("RLX_TCP_CONGESTION=reno");
 }
 
 TEST(TcpSetup, ACongestionControlTheKernelRefusesFailsEveryRankNamingIt) {

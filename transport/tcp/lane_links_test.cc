@@ -1,12 +1,13 @@
 #include "transport/tcp/lane_links.h"
 
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 namespace rlx::tcp {
@@ -48,21 +49,30 @@ std::vector<std::byte> frame_of(const CollectiveCall& call, std::uint32_t step,
   return out;
 }
 
-// Writes `bytes` in pieces of `piece` bytes, pausing between them so each
-// arrives on its own (cutting the header, and the elements, anywhere).
+// Whether the peer has read every byte written to `fd` (SIOCOUTQ counts the
+// unread ones); false once `stop` is set or after 10 s of the peer not reading.
+bool wait_until_read(int fd, const std::atomic<bool>& stop) {
+  const auto give_up = std::chrono::steady_clock::now() + 10s;
+  for (;;) {
+    int unread = 0;
+    if (::ioctl(fd, SIOCOUTQ, &unread) != 0) return false;
+    if (unread == 0) return true;
+    if (stop || std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::yield();
+  }
+}
+
+// Writes `bytes` in pieces of `piece` bytes, each once the receiver has read
+// the one before, so every piece arrives on its own and the cuts fall inside
+// the header and inside elements. Stops early on `stop` or a peer that quit.
 void write_in_pieces(int fd, std::span<const std::byte> bytes, std::size_t piece,
-                     std::chrono::microseconds pause, const std::atomic<bool>& stop) {
-  for (std::size_t at = 0; at < bytes.size() && !stop;) {
+                     const std::atomic<bool>& stop) {
+  for (std::size_t at = 0; at < bytes.size();) {
+    if (!wait_until_read(fd, stop)) return;
     const std::size_t n = std::min(piece, bytes.size() - at);
-    // Never blocked in send(): a receiver that gave up must not hang the test.
     const ssize_t sent = ::send(fd, bytes.data() + at, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return;
-    if (sent < 0) {
-      std::this_thread::sleep_for(100us);
-      continue;
-    }
+    if (sent <= 0) return;
     at += static_cast<std::size_t>(sent);
-    std::this_thread::sleep_for(pause);
   }
 }
 
@@ -87,7 +97,7 @@ TEST(LaneLinks, AFrameIsReducedWhereverItsPiecesAreCut) {
     for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = static_cast<float>(i);
     const auto frame = frame_of(call, 3, bytes_of_floats(theirs));
     std::atomic<bool> stop{false};
-    std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, piece, 20us, stop); });
+    std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, piece, stop); });
     const StepRecv recv{1, 0, std::as_writable_bytes(std::span(data)), /*reduce=*/true};
     lane.links().exchange(call, 3, {}, {&recv, 1});
     peer.join();
@@ -105,7 +115,7 @@ TEST(LaneLinks, AFrameLandsWholeWhenNotReduced) {
   for (std::size_t i = 0; i < theirs.size(); ++i) theirs[i] = 0.5f * static_cast<float>(i);
   const auto frame = frame_of(call, 0, bytes_of_floats(theirs));
   std::atomic<bool> stop{false};
-  std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, 13, 10us, stop); });
+  std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, 13, stop); });
   const StepRecv recv{1, 0, std::as_writable_bytes(std::span(into)), /*reduce=*/false};
   lane.links().exchange(call, 0, {}, {&recv, 1});
   peer.join();
@@ -155,9 +165,9 @@ TEST(LaneLinks, APeerThatTricklesBytesStillMeetsTheDeadline) {
   std::vector<float> data(1 << 20, 0.0f), theirs(1 << 20, 1.0f);
   const auto frame = frame_of(call, 0, bytes_of_floats(theirs));
   std::atomic<bool> stop{false};
-  // One byte per system call, back to back: some byte is nearly always
-  // waiting, so poll() never times out, and the 4 MiB take seconds.
-  std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, 1, 0us, stop); });
+  // One byte at a time, each as soon as the last is read: the step never
+  // stalls for long, and the 4 MiB would take many seconds.
+  std::thread peer([&] { write_in_pieces(lane.peer_fd(), frame, 1, stop); });
   const StepRecv recv{1, 0, std::as_writable_bytes(std::span(data)), /*reduce=*/true};
   const auto start = std::chrono::steady_clock::now();
   try {
