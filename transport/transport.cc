@@ -52,9 +52,69 @@ void Transport::check_tag(Tag tag, std::string_view operation) const {
   }
 }
 
+class Transport::CollectiveScope {
+ public:
+  CollectiveScope(Transport& transport, std::string_view operation)
+      : running_(transport.collective_running_) {
+    if (running_.exchange(true, std::memory_order_acquire)) {
+      throw CollectiveError(ErrorKind::invalid_argument, transport.site(operation),
+                            "another collective is running on this transport",
+                            "collectives on one transport must not run concurrently: issue them "
+                            "from one thread (or give each thread its own group)");
+    }
+  }
+  ~CollectiveScope() { running_.store(false, std::memory_order_release); }
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+ private:
+  std::atomic<bool>& running_;
+};
+
+void Transport::check_payload(std::span<const std::byte> payload,
+                              std::string_view operation) const {
+  if (payload.data() == nullptr && !payload.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument,
+                          site(operation, -1, format_bytes(payload.size())),
+                          "the payload is null but its length is not 0");
+  }
+}
+
+void Transport::check_elements(std::string_view operation, const void* data, std::size_t count,
+                               Dtype dtype) const {
+  if (!is_valid_dtype(static_cast<std::uint8_t>(dtype))) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument, site(operation, -1, std::to_string(count) + " elements"),
+        "dtype value " + std::to_string(static_cast<int>(dtype)) + " is not a Dtype",
+        "use one of rlx::Dtype's enumerators");
+  }
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, size_of(dtype), &bytes)) [[unlikely]] {
+    throw CollectiveError(
+        ErrorKind::invalid_argument,
+        site(operation, -1, std::to_string(count) + " x " + std::string(name_of(dtype))),
+        "the byte size of " + std::to_string(count) + " elements does not fit in size_t");
+  }
+  if (data == nullptr && count > 0) {
+    throw CollectiveError(ErrorKind::invalid_argument,
+                          site(operation, -1, describe_elements(count, dtype)),
+                          "the buffer is null");
+  }
+}
+
+void Transport::check_op(std::string_view operation, ReduceOp op) const {
+  if (op != ReduceOp::sum && op != ReduceOp::prod && op != ReduceOp::min && op != ReduceOp::max) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument, site(operation),
+        "reduce op value " + std::to_string(static_cast<int>(op)) + " is not a ReduceOp",
+        "use sum, prod, min or max");
+  }
+}
+
 void Transport::send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   check_peer(to, "send_bytes");
   check_tag(tag, "send_bytes");
+  check_payload(payload, "send_bytes");
   do_send_bytes(to, tag, payload);
 }
 
@@ -65,17 +125,17 @@ std::vector<std::byte> Transport::recv_bytes(int from, Tag tag) {
 }
 
 void Transport::all_reduce(ElementSpan data, ReduceOp op) {
-  if (data.data == nullptr && data.count > 0) {
-    throw CollectiveError(ErrorKind::invalid_argument,
-                          site("all_reduce", -1, describe_elements(data.count, data.dtype)),
-                          "the buffer is null");
-  }
+  check_elements("all_reduce", data.data, data.count, data.dtype);
+  check_op("all_reduce", op);
   if (world_size_ == 1) return;
+  CollectiveScope running(*this, "all_reduce");
   do_all_reduce(data, op);
 }
 
 void Transport::check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
                              bool gathers) const {
+  check_elements(operation, input.data, input.count, input.dtype);
+  check_elements(operation, output.data, output.count, output.dtype);
   const auto sizes = "input " + describe_elements(input.count, input.dtype) + ", output " +
                      describe_elements(output.count, output.dtype);
   if (input.dtype != output.dtype) {
@@ -83,15 +143,14 @@ void Transport::check_blocks(std::string_view operation, ConstElementSpan input,
                           "input and output dtypes differ");
   }
   const std::size_t block = gathers ? input.count : output.count;
-  if ((gathers ? output.count : input.count) != block * static_cast<std::size_t>(world_size_)) {
+  const std::size_t blocks = gathers ? output.count : input.count;
+  if (blocks / static_cast<std::size_t>(world_size_) != block ||
+      blocks % static_cast<std::size_t>(world_size_) != 0) {
     throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
                           std::string(gathers ? "the output" : "the input") +
                               " must hold world_size x " + (gathers ? "input" : "output") +
-                              " elements (" + std::to_string(block * world_size_) + ")");
-  }
-  if ((input.data == nullptr || output.data == nullptr) && block > 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
-                          "a buffer is null");
+                              " elements (" + std::to_string(world_size_) + " x " +
+                              std::to_string(block) + ")");
   }
 }
 
@@ -103,22 +162,26 @@ void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
     }
     return;
   }
+  CollectiveScope running(*this, "all_gather");
   do_all_gather(input, output);
 }
 
 void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
   check_blocks("reduce_scatter", input, output, /*gathers=*/false);
+  check_op("reduce_scatter", op);
   if (world_size_ == 1) {
     if (output.count > 0 && input.data != output.data) {
       std::memmove(output.data, input.data, output.bytes());
     }
     return;
   }
+  CollectiveScope running(*this, "reduce_scatter");
   do_reduce_scatter(input, output, op);
 }
 
 void Transport::barrier() {
   if (world_size_ == 1) return;
+  CollectiveScope running(*this, "barrier");
   do_barrier();
 }
 

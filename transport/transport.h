@@ -15,9 +15,18 @@
 //  * every blocking call has a deadline (timeout(), from RLX_TIMEOUT_S) and
 //    ends in a CollectiveError instead of waiting forever.
 // A Transport may be shared between threads, but collectives on one transport
-// must not run concurrently (issue them from one thread, as async_eval does).
+// must not run concurrently (issue them from one thread, as async_eval does):
+// a collective entered while another is running on the same transport fails
+// at once with invalid_argument, before any data moves, and the running one
+// and the group are unaffected.
+//
+// Every argument is checked here, for every backend, before anything is sent:
+// null buffers with a non-zero length, element counts whose byte size does
+// not fit in size_t, Dtype and ReduceOp values outside their enums. A bad call
+// throws invalid_argument and leaves the group usable.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -128,8 +137,17 @@ class Transport {
   virtual void do_barrier() = 0;
 
  private:
+  // Marks a collective as running on this transport for one scope; throws
+  // when another one already is (two threads sharing one transport).
+  class CollectiveScope;
+
   void check_peer(int peer, std::string_view operation) const;
   void check_tag(Tag tag, std::string_view operation) const;
+  void check_payload(std::span<const std::byte> payload, std::string_view operation) const;
+  // A valid dtype, a byte size that fits in size_t, and a buffer unless empty.
+  void check_elements(std::string_view operation, const void* data, std::size_t count,
+                      Dtype dtype) const;
+  void check_op(std::string_view operation, ReduceOp op) const;
   // all_gather (`gathers`: the output holds world_size blocks of the
   // input's size) and reduce_scatter (the input holds world_size of the
   // output's): same dtypes, those sizes, no null buffer unless empty.
@@ -140,6 +158,7 @@ class Transport {
   int world_size_;
   std::string backend_;
   std::chrono::milliseconds timeout_;
+  std::atomic<bool> collective_running_{false};
 };
 
 }  // namespace rlx

@@ -2,10 +2,14 @@
 // processes (rlxrun -n N for tcp and verbs, mpirun -np N for mpi). Every rank
 // runs every case in the same order and checks its own results against a
 // reference it computes independently, so any rank's failure fails the job.
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -218,6 +222,93 @@ TEST(Collectives, InterleaveWithPointToPointTraffic) {
     EXPECT_EQ(group().recv_bytes(left(), 3), pattern(left(), static_cast<std::size_t>(round), 3));
     group().barrier();
   }
+}
+
+// Expects `call` to throw invalid_argument with `fragment` in its message.
+template <class Call>
+void expect_invalid(Call call, const std::string& fragment) {
+  try {
+    call();
+    ADD_FAILURE() << "accepted a call that should fail with: " << fragment;
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::invalid_argument) << error.what();
+    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+  }
+}
+
+void expect_group_usable() {
+  std::vector<std::int32_t> ones(5, 1);
+  group().all_sum(std::span(ones));
+  for (std::int32_t x : ones) EXPECT_EQ(x, n());
+}
+
+// Every argument is checked before anything is sent, with the same words on
+// every backend, and a rejected call leaves the group usable.
+TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
+  const auto* null_bytes = static_cast<const std::byte*>(nullptr);
+  expect_invalid([&] { group().send_bytes(right(), 1, std::span(null_bytes, 16)); },
+                 "the payload is null");
+  std::vector<float> x(4, 1.0f);
+  std::vector<float> y(4 * static_cast<std::size_t>(n()), 0.0f);
+  const std::size_t overflowing = std::numeric_limits<std::size_t>::max() / 2;
+  expect_invalid(
+      [&] {
+        group().all_reduce(ElementSpan{x.data(), overflowing, Dtype::f32}, ReduceOp::sum);
+      },
+      "does not fit in size_t");
+  expect_invalid(
+      [&] {
+        group().all_reduce(ElementSpan{nullptr, 4, Dtype::f32}, ReduceOp::sum);
+      },
+      "the buffer is null");
+  expect_invalid(
+      [&] {
+        group().all_reduce(ElementSpan{x.data(), 4, static_cast<Dtype>(42)}, ReduceOp::sum);
+      },
+      "dtype value 42 is not a Dtype");
+  expect_invalid(
+      [&] {
+        group().all_reduce(ElementSpan{x.data(), 4, Dtype::f32}, static_cast<ReduceOp>(9));
+      },
+      "reduce op value 9 is not a ReduceOp");
+  expect_invalid(
+      [&] {
+        group().all_gather(ConstElementSpan{x.data(), 4, Dtype::f32},
+                           ElementSpan{y.data(), overflowing, Dtype::f32});
+      },
+      "does not fit in size_t");
+  expect_invalid(
+      [&] {
+        group().reduce_scatter(ConstElementSpan{y.data(), y.size(), Dtype::f32},
+                               ElementSpan{x.data(), 4, Dtype::f32}, static_cast<ReduceOp>(200));
+      },
+      "is not a ReduceOp");
+  expect_group_usable();
+}
+
+// Two threads sharing one transport: while rank 0's barrier waits for ranks
+// that arrive late, its second thread's all_sum is refused before it sends
+// anything, and the barrier and the group carry on.
+TEST(Collectives, ASecondConcurrentCollectiveIsRefusedAndTheGroupCarriesOn) {
+  if (n() < 2) GTEST_SKIP() << "needs a peer to wait for";
+  using namespace std::chrono_literals;
+  if (me() == 0) {
+    std::atomic<bool> entering{false};
+    std::thread waiter([&] {
+      entering.store(true);
+      group().barrier();
+    });
+    while (!entering.load()) std::this_thread::yield();
+    std::this_thread::sleep_for(200ms);  // the barrier is running: the others come at 1 s
+    std::vector<float> v(8, 1.0f);
+    expect_invalid([&] { group().all_sum(std::span(v)); }, "another collective is running");
+    for (float value : v) EXPECT_EQ(value, 1.0f);
+    waiter.join();
+  } else {
+    std::this_thread::sleep_for(1s);
+    group().barrier();
+  }
+  expect_group_usable();
 }
 
 }  // namespace
