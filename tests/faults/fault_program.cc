@@ -4,6 +4,11 @@
 //
 //   fault_program mismatch_size   rank 1 all_sums fewer elements than the rest
 //   fault_program mismatch_kind   rank 0 enters a barrier, the rest an all_sum
+//   fault_program mismatch_dtype  rank 1 all_sums i32, the rest f32 (same count)
+//   fault_program mismatch_op     rank 1 reduces with max, the rest with sum
+//   fault_program mismatch_by_one rank 1 all_sums one element more than the
+//                                 rest's RLX_MISMATCH_COUNT (default 1000)
+//   fault_program mismatch_gather rank 0 all_gathers, the rest all_sum
 //   fault_program peer_killed     the last rank kills itself mid-loop
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
@@ -11,13 +16,17 @@
 //                                 attack meanwhile), then the peak RSS
 //
 // Prints "RESULT kind=<error kind> ms=<time to the error>" and exits 0 when
-// the expected error (or, for steady, every result) was seen.
+// the expected error (or, for steady, every result) was seen; a mismatch must
+// also name both calls, and leave the caller's buffer as it was.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #include <signal.h>
 #include <unistd.h>
@@ -32,9 +41,11 @@ long long ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-// Runs `body`; reports the CollectiveError it throws; true if its kind is `expected`.
+// Runs `body`; reports the CollectiveError it throws; true if its kind is
+// `expected` and its message holds every one of `fragments`.
 template <class Body>
-bool expect_error(rlx::ErrorKind expected, Body body) {
+bool expect_error(rlx::ErrorKind expected, Body body,
+                  std::initializer_list<std::string_view> fragments = {}) {
   const auto start = Clock::now();
   try {
     body();
@@ -43,8 +54,40 @@ bool expect_error(rlx::ErrorKind expected, Body body) {
   } catch (const rlx::CollectiveError& error) {
     std::printf("RESULT kind=%s ms=%lld\nMESSAGE %s\n", std::string(name_of(error.kind())).c_str(),
                 ms_since(start), error.what());
-    return error.kind() == expected;
+    bool named = true;
+    for (std::string_view fragment : fragments) {
+      if (std::string_view(error.what()).find(fragment) == std::string_view::npos) {
+        std::printf("MISSING '%.*s' in the message\n", static_cast<int>(fragment.size()),
+                    fragment.data());
+        named = false;
+      }
+    }
+    return error.kind() == expected && named;
   }
+}
+
+// A mismatched all_reduce of `count` elements of T (rank 1 may differ in
+// type, op or count): the error must name `fragments`. Over MPI the buffer
+// must come back untouched (the calls are compared before any data is
+// used); TCP and verbs compare step by step, so a step that matched may
+// already have changed it (docs/RELIABILITY.md).
+template <class T>
+bool expect_untouched_mismatch(rlx::Transport& group, std::size_t count, rlx::ReduceOp op,
+                               std::initializer_list<std::string_view> fragments) {
+  std::vector<T> data(count, T(group.rank() + 1));
+  const std::vector<T> before = data;
+  const bool ok = expect_error(
+      rlx::ErrorKind::mismatch, [&] { group.all_reduce(std::span(data), op); }, fragments);
+  const bool untouched = group.backend() != "mpi" || data == before;
+  if (!untouched) std::printf("FAILED: the mismatched all_reduce changed the buffer\n");
+  return ok && untouched;
+}
+
+bool mismatch_by_one(rlx::Transport& group, std::size_t count) {
+  const std::size_t mine = group.rank() == 1 ? count + 1 : count;
+  const std::string theirs = std::to_string(count) + " x f32";
+  const std::string longer = std::to_string(count + 1) + " x f32";
+  return expect_untouched_mismatch<float>(group, mine, rlx::ReduceOp::sum, {theirs, longer});
 }
 
 // This process's peak resident memory, from /proc/self/status (VmHWM).
@@ -108,6 +151,30 @@ int main(int argc, char** argv) {
   } else if (mode == "mismatch_kind") {
     ok = expect_error(rlx::ErrorKind::mismatch,
                       [&] { rank == 0 ? group->barrier() : group->all_sum(std::span(data)); });
+  } else if (mode == "mismatch_dtype") {
+    ok = rank == 1 ? expect_untouched_mismatch<std::int32_t>(*group, 2000, rlx::ReduceOp::sum,
+                                                             {"2000 x i32", "2000 x f32"})
+                   : expect_untouched_mismatch<float>(*group, 2000, rlx::ReduceOp::sum,
+                                                      {"2000 x i32", "2000 x f32"});
+  } else if (mode == "mismatch_op") {
+    ok = expect_untouched_mismatch<float>(*group, 10,
+                                          rank == 1 ? rlx::ReduceOp::max : rlx::ReduceOp::sum,
+                                          {"all_reduce max", "all_reduce sum"});
+  } else if (mode == "mismatch_by_one") {
+    // A mismatch ends the group, so only the first size can run in one job.
+    const char* count = std::getenv("RLX_MISMATCH_COUNT");
+    ok = mismatch_by_one(*group, count != nullptr ? std::strtoul(count, nullptr, 10) : 1000);
+  } else if (mode == "mismatch_gather") {
+    std::vector<float> gathered(data.size() * static_cast<std::size_t>(group->world_size()));
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        if (rank == 0) {
+                          group->all_gather(std::span<const float>(data), std::span(gathered));
+                        } else {
+                          group->all_sum(std::span(data));
+                        }
+                      },
+                      {"all_gather", "all_reduce sum"});
   } else if (mode == "peer_killed") {
     ok = expect_error(rlx::ErrorKind::peer_lost, [&] {
       std::vector<float> big(1 << 18, 1.0f);

@@ -65,6 +65,18 @@ TEST(Faults, DifferentCollectivesFailEveryRankWithAMismatch) {
   EXPECT_NE(describe(job).find("barrier"), std::string::npos);
 }
 
+// Calls that differ only in dtype, op, one element or the collective: every
+// rank fails with a mismatch naming both calls (fault_program checks the words).
+TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
+  for (const char* mode : {"mismatch_dtype", "mismatch_op", "mismatch_by_one", "mismatch_gather"}) {
+    const JobOutcome job = run_mode(mode, 3, {"RLX_TIMEOUT_S=60"});
+    for (const auto& rank : job.ranks) {
+      EXPECT_TRUE(rank.exited_ok()) << mode << "\n" << describe(job);
+      EXPECT_LT(reported_ms(rank.out), 10000) << mode << "\n" << describe(job);
+    }
+  }
+}
+
 TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
   const JobOutcome job = run_mode("peer_killed", 4, {"RLX_TIMEOUT_S=60"});
   ASSERT_EQ(job.ranks.size(), 4u);

@@ -1,6 +1,6 @@
 // What rlx's MPI path costs over calling MPI directly: all_sum through
 // rlx::Transport against MPI_Allreduce (in place, same buffer, same process
-// run), at 4 B and 16 MiB of floats. For reference it also times what the
+// run), from 4 B to 16 MiB of floats. For reference it also times what the
 // transport would cost if it polled MPI_Iallreduce to keep a throwable
 // deadline, which is why it does not (see transport/mpi/mpi_transport.h).
 //
@@ -144,6 +144,11 @@ int main(int argc, char** argv) {
     auto group = rlx::init("mpi");
     bench_size(*group, settings, 4, 20000, "4 B");
     bench_paired(*group, settings, 20000);
+    // Above 4 B the call check is an MPI call of its own (transport/mpi/call_agreement.h).
+    bench_size(*group, settings, 64, 20000, "64 B");
+    bench_size(*group, settings, 4096, 10000, "4 KiB");
+    bench_size(*group, settings, 64 << 10, 2000, "64 KiB");
+    bench_size(*group, settings, 1 << 20, 200, "1 MiB");
     bench_size(*group, settings, std::size_t{16} << 20, 40, "16 MiB");
     return 0;
   } catch (const rlx::Error& error) {

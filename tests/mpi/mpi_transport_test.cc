@@ -4,8 +4,10 @@
 #include "transport/mpi/mpi_transport.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +22,7 @@
 
 #include "rlx/rlx.h"
 #include "tests/support/reduce_reference.h"
+#include "transport/mpi/call_agreement.h"
 #include "transport/mpi/watchdog.h"
 
 namespace rlx {
@@ -397,6 +400,86 @@ TEST(RecvTimeout, ANeverSentMessageTimesOutNamingThePeer) {
   group().barrier();
 }
 
+// The call check's op, on cells made as the transport makes them (this rank
+// plays every rank): agreeing calls merge their payloads, any difference sets
+// the flag whatever the order, and a set flag stays set.
+class CallAgreementCells : public ::testing::Test {
+ protected:
+  using Cell = std::array<std::byte, sizeof(mpi::CallAgreement::Cell)>;
+
+  Cell cell_of(const CollectiveCall& call, std::uint64_t inline_elements, float value = 0) {
+    mpi::CallAgreement agreement;
+    const auto payload = agreement.prepare(call, inline_elements);
+    if (!payload.empty()) std::memcpy(payload.data(), &value, payload.size());
+    Cell cell;
+    std::memcpy(cell.data(), agreement.cell(), cell.size());
+    return cell;
+  }
+  // Combines `in` into `inout` and says whether the result still agrees.
+  static bool combine(const Cell& in, Cell& inout) {
+    mpi::CallAgreement::combine(in.data(), inout.data());
+    mpi::CallAgreement::Cell decoded;
+    std::memcpy(&decoded, inout.data(), sizeof decoded);
+    return (decoded.signature & mpi::CallAgreement::kDisagreed) == 0;
+  }
+  static float payload_of(const Cell& cell) {
+    float value = 0;
+    std::memcpy(&value, cell.data() + offsetof(mpi::CallAgreement::Cell, rest), sizeof value);
+    return value;
+  }
+
+  const CollectiveCall sum1{.kind = CollectiveKind::all_reduce, .dtype = Dtype::f32, .count = 1};
+};
+
+TEST_F(CallAgreementCells, AgreeingCallsReduceTheirPayload) {
+  Cell a = cell_of(sum1, 1, 1.5f);
+  EXPECT_TRUE(combine(cell_of(sum1, 1, 2.0f), a));
+  EXPECT_EQ(payload_of(a), 3.5f);
+}
+
+TEST_F(CallAgreementCells, AnyDifferenceIsFlaggedInEitherOrderAndStaysFlagged) {
+  CollectiveCall max1 = sum1;
+  max1.op = ReduceOp::max;
+  CollectiveCall i32 = sum1;
+  i32.dtype = Dtype::i32;
+  CollectiveCall gather = sum1;
+  gather.kind = CollectiveKind::all_gather;
+  const CollectiveCall barrier{.kind = CollectiveKind::barrier};
+  // Large calls whose counts differ only above the cell's low 22 bits.
+  CollectiveCall big = sum1;
+  big.count = std::uint64_t{1} << 30;
+  CollectiveCall bigger = big;
+  bigger.count += std::uint64_t{1} << 22;
+  const std::pair<Cell, Cell> pairs[] = {
+      {cell_of(sum1, 1, 1.0f), cell_of(max1, 1, 1.0f)},
+      {cell_of(sum1, 1, 1.0f), cell_of(i32, 1, 1.0f)},
+      {cell_of(sum1, 1, 1.0f), cell_of(gather, 1, 1.0f)},
+      {cell_of(sum1, 1, 1.0f), cell_of(barrier, 0)},
+      {cell_of(sum1, 1, 1.0f), cell_of(sum1, 0)},
+      {cell_of(big, 0), cell_of(bigger, 0)},
+  };
+  for (const auto& [first, second] : pairs) {
+    Cell forward = second;
+    EXPECT_FALSE(combine(first, forward));
+    Cell backward = first;
+    EXPECT_FALSE(combine(second, backward));
+    EXPECT_EQ(payload_of(backward), payload_of(first));  // the caller's data is left alone
+    Cell agreeing = first;
+    EXPECT_FALSE(combine(backward, agreeing));  // a flagged cell taints an agreeing one
+  }
+}
+
+TEST_F(CallAgreementCells, GatheredBlocksAreMergedByOr) {
+  const CollectiveCall gather{.kind = CollectiveKind::all_gather, .dtype = Dtype::u8, .count = 1};
+  Cell mine = cell_of(gather, 4);
+  Cell theirs = cell_of(gather, 4);
+  mine[offsetof(mpi::CallAgreement::Cell, rest)] = std::byte{7};
+  theirs[offsetof(mpi::CallAgreement::Cell, rest) + 2] = std::byte{9};
+  EXPECT_TRUE(combine(theirs, mine));
+  EXPECT_EQ(mine[offsetof(mpi::CallAgreement::Cell, rest)], std::byte{7});
+  EXPECT_EQ(mine[offsetof(mpi::CallAgreement::Cell, rest) + 2], std::byte{9});
+}
+
 TEST(Watchdog, FiresForACallThatOutlivesTheTimeout) {
   std::promise<mpi::WatchedCall> fired;
   mpi::Watchdog watchdog(std::chrono::milliseconds(100),
@@ -406,14 +489,20 @@ TEST(Watchdog, FiresForACallThatOutlivesTheTimeout) {
                          });
   auto result = fired.get_future();
   const auto start = std::chrono::steady_clock::now();
-  watchdog.arm({mpi::CollectiveKind::all_gather, ReduceOp::max, Dtype::bf16, 12345});
+  watchdog.arm({.call = {.kind = CollectiveKind::all_gather,
+                         .op = ReduceOp::max,
+                         .dtype = Dtype::bf16,
+                         .count = 12345,
+                         .sequence = 77}});
   ASSERT_EQ(result.wait_for(std::chrono::seconds(5)), std::future_status::ready);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
-  const mpi::WatchedCall call = result.get();
-  EXPECT_EQ(call.kind, mpi::CollectiveKind::all_gather);
-  EXPECT_EQ(call.op, ReduceOp::max);
-  EXPECT_EQ(call.dtype, Dtype::bf16);
-  EXPECT_EQ(call.count, 12345u);
+  const mpi::WatchedCall watched = result.get();
+  EXPECT_FALSE(watched.setup);
+  EXPECT_EQ(watched.call.kind, CollectiveKind::all_gather);
+  EXPECT_EQ(watched.call.op, ReduceOp::max);
+  EXPECT_EQ(watched.call.dtype, Dtype::bf16);
+  EXPECT_EQ(watched.call.count, 12345u);
+  EXPECT_EQ(watched.call.sequence, 77u);
 }
 
 TEST(Watchdog, StaysQuietWhileEveryCallEndsInTime) {
@@ -422,7 +511,7 @@ TEST(Watchdog, StaysQuietWhileEveryCallEndsInTime) {
                          [&](const mpi::WatchedCall&, std::chrono::milliseconds) { fired = true; });
   const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
   while (std::chrono::steady_clock::now() < end) {  // many short calls, one after another
-    mpi::WatchedScope scope(watchdog, {.kind = mpi::CollectiveKind::barrier});
+    mpi::WatchedScope scope(watchdog, {.call = {.kind = CollectiveKind::barrier}});
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(150));  // and idle

@@ -101,36 +101,19 @@ std::string tag_and_size(Tag tag, std::size_t bytes) {
   return "tag " + std::to_string(tag) + ", " + format_bytes(bytes);
 }
 
-std::string describe_call(const WatchedCall& call) {
-  switch (call.kind) {
-    case CollectiveKind::all_reduce:
-      return describe_elements(call.count, call.dtype) + ", " + std::string(name_of(call.op));
-    case CollectiveKind::all_gather:
-      return describe_elements(call.count, call.dtype) + " per rank";
-    case CollectiveKind::reduce_scatter:
-      return describe_elements(call.count, call.dtype) + " per rank, " +
-             std::string(name_of(call.op));
-    case CollectiveKind::barrier:
-    case CollectiveKind::setup:
-      break;
-  }
-  return {};
-}
-
-std::string_view mpi_call_of(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::all_reduce:
-      return "MPI_Allreduce";
+std::string_view mpi_call_of(const WatchedCall& watched) {
+  if (watched.setup) return "MPI_Comm_dup";
+  switch (watched.call.kind) {
     case CollectiveKind::all_gather:
       return "MPI_Allgather";
     case CollectiveKind::reduce_scatter:
       return "MPI_Reduce_scatter_block";
+    case CollectiveKind::all_reduce:
     case CollectiveKind::barrier:
-      return "MPI_Barrier";
-    case CollectiveKind::setup:
+    case CollectiveKind::broadcast:
       break;
   }
-  return "MPI_Comm_dup";
+  return "MPI_Allreduce";
 }
 
 }  // namespace
@@ -182,9 +165,12 @@ MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options,
   for (Dtype dtype : kAllDtypes) {
     piece_elements_[static_cast<std::size_t>(dtype)] = options_.max_message_bytes / size_of(dtype);
   }
+  if (agreement_.creation_code() != MPI_SUCCESS) {
+    throw mpi_error(agreement_.creation_code(), site("init mpi"), "creating the call agreement");
+  }
   int code = MPI_SUCCESS;
   {
-    WatchedScope watch(watchdog_, {.kind = CollectiveKind::setup});
+    WatchedScope watch(watchdog_, {.setup = true});
     code = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   }
   if (code != MPI_SUCCESS) throw mpi_error(code, site("init mpi"), "MPI_Comm_dup");
@@ -218,6 +204,7 @@ void MpiTransport::release() {
   watchdog_.stop();
   stop_progress();
   drain_sends(Clock::now() + timeout());
+  agreement_.release();
   MPI_Comm_free(&comm_);
 }
 
@@ -267,15 +254,15 @@ CollectiveError MpiTransport::break_with(CollectiveError error) {
   return error;
 }
 
-void MpiTransport::abort_on_deadline(const WatchedCall& call, std::chrono::milliseconds waited) {
+void MpiTransport::abort_on_deadline(const WatchedCall& watched, std::chrono::milliseconds waited) {
   const CollectiveError error(
-      ErrorKind::timeout, site(name_of(call.kind), -1, describe_call(call)),
-      std::string(mpi_call_of(call.kind)) + " has not returned after " +
+      ErrorKind::timeout, watched.setup ? site("init mpi") : site(watched.call.describe()),
+      std::string(mpi_call_of(watched)) + " has not returned after " +
           std::to_string(waited.count()) + " ms (the deadline is " +
           std::to_string(timeout().count()) +
           " ms); a blocking MPI call cannot be interrupted, so rlx aborts the job",
-      "did every rank call this collective, in the same order and with the same sizes? Is a "
-      "rank stuck or dead? RLX_TIMEOUT_S sets the deadline");
+      "is a rank stuck or dead, or did it stop calling collectives? RLX_TIMEOUT_S sets the "
+      "deadline");
   const std::string line = std::string(error.what()) + "\n";
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
@@ -510,88 +497,167 @@ bool MpiTransport::wait(MPI_Request& request, MPI_Status& status, Clock::time_po
   }
 }
 
+CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
+                                       std::uint64_t count) {
+  return {.kind = kind, .op = op, .dtype = dtype, .count = count, .sequence = sequence_++};
+}
+
+void MpiTransport::agree_on(const CollectiveCall& call) {
+  if (call.count >= CallAgreement::kCountLimit) [[unlikely]] {
+    throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
+                          "the MPI transport takes at most 2^54 elements per call");
+  }
+  int code = MPI_SUCCESS;
+  {
+    WatchedScope watch(watchdog_, {.call = call});
+    code = MPI_Allreduce(MPI_IN_PLACE, agreement_.cell(), 1, MPI_UINT64_T, agreement_.cell_op(),
+                         comm_);
+  }
+  if (code != MPI_SUCCESS) [[unlikely]] {
+    throw break_with(mpi_error(code, site(call.describe()), "MPI_Allreduce"));
+  }
+  if (agreement_.agreed()) [[likely]]
+    return;
+  // Every rank saw the disagreement: together they find out who called what.
+  agreement_.prepare_diagnosis(call, rank());
+  {
+    WatchedScope watch(watchdog_, {.call = call});
+    code = MPI_Allreduce(MPI_IN_PLACE, agreement_.diagnosis(), 1, agreement_.diagnosis_datatype(),
+                         agreement_.diagnosis_op(), comm_);
+  }
+  if (code != MPI_SUCCESS) {
+    throw break_with(mpi_error(code, site(call.describe()), "MPI_Allreduce"));
+  }
+  throw break_with(mismatch_error(call, agreement_.verdict()));
+}
+
+CollectiveError MpiTransport::mismatch_error(const CollectiveCall& call,
+                                             const CallAgreement::Verdict& verdict) const {
+  const bool mine_is_least = verdict.least == call;
+  const CollectiveCall& other = mine_is_least ? verdict.greatest : verdict.least;
+  const int other_rank = mine_is_least ? verdict.greatest_rank : verdict.least_rank;
+  return CollectiveError(ErrorKind::mismatch, site(call.describe(), other_rank),
+                         "this rank called " + call.describe() + " but rank " +
+                             std::to_string(other_rank) + " called " + other.describe(),
+                         "every rank must call the same collectives in the same order with the "
+                         "same sizes");
+}
+
 void MpiTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
   check_usable("all_reduce");
   reap_sends();
-  const Reduction reduction = reduction_for(data.dtype, op);
-  const WatchedCall call{CollectiveKind::all_reduce, op, data.dtype, data.count};
-  const std::size_t piece = piece_elements_[static_cast<std::size_t>(data.dtype)];
-  if (data.count <= piece) [[likely]] {  // a zero-length call still enters MPI, as every rank does
-    all_reduce_piece(data.data, data.count, reduction.type, reduction.op, call);
+  const CollectiveCall call = next_call(CollectiveKind::all_reduce, op, data.dtype, data.count);
+  const std::size_t bytes = data.bytes();
+  const bool inline_data = bytes <= CallAgreement::kInlineBytes;
+  std::span<std::byte> cell_data = agreement_.prepare(call, inline_data ? data.count : 0);
+  if (inline_data) [[likely]] {
+    if (bytes > 0) std::memcpy(cell_data.data(), data.data, bytes);
+    agree_on(call);
+    if (bytes > 0) std::memcpy(data.data, cell_data.data(), bytes);
     return;
   }
+  agree_on(call);
+  const Reduction reduction = reduction_for(data.dtype, op);
+  const std::size_t piece = piece_elements_[static_cast<std::size_t>(data.dtype)];
   const std::size_t element = size_of(data.dtype);
-  auto* bytes = static_cast<std::byte*>(data.data);
+  auto* elements = static_cast<std::byte*>(data.data);
   for (std::size_t done = 0; done < data.count; done += piece) {
-    all_reduce_piece(bytes + done * element, std::min(piece, data.count - done), reduction.type,
+    all_reduce_piece(elements + done * element, std::min(piece, data.count - done), reduction.type,
                      reduction.op, call);
   }
 }
 
 void MpiTransport::all_reduce_piece(void* data, std::size_t count, MPI_Datatype type, MPI_Op op,
-                                    const WatchedCall& call) {
+                                    const CollectiveCall& call) {
   int code = MPI_SUCCESS;
   {
-    WatchedScope watch(watchdog_, call);
+    WatchedScope watch(watchdog_, {.call = call});
     code = MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), type, op, comm_);
   }
   if (code != MPI_SUCCESS) [[unlikely]] {
-    throw break_with(mpi_error(code, site("all_reduce", -1, describe_call(call)), "MPI_Allreduce"));
+    throw break_with(mpi_error(code, site(call.describe()), "MPI_Allreduce"));
   }
 }
 
 void MpiTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
   check_usable("all_gather");
   reap_sends();
+  const CollectiveCall call =
+      next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count);
   const std::size_t per_rank = input.bytes();
   auto* out = static_cast<std::byte*>(output.data);
+  if (output.bytes() <= CallAgreement::kInlineBytes) {
+    // Every rank's block is zero but its own, so or-ing the cells gathers them.
+    std::span<std::byte> cell_data = agreement_.prepare(call, output.count);
+    std::fill(cell_data.begin(), cell_data.end(), std::byte{0});
+    if (per_rank > 0) {
+      std::memmove(cell_data.data() + static_cast<std::size_t>(rank()) * per_rank, input.data,
+                   per_rank);
+    }
+    agree_on(call);
+    if (per_rank > 0) std::memcpy(out, cell_data.data(), output.bytes());
+    return;
+  }
+  agreement_.prepare(call, 0);
+  agree_on(call);
   // Each rank's block of the output is where MPI_IN_PLACE expects its input.
-  const bool in_place =
-      per_rank > 0 && input.data == out + static_cast<std::size_t>(rank()) * per_rank;
+  const bool in_place = input.data == out + static_cast<std::size_t>(rank()) * per_rank;
   const void* send = in_place ? MPI_IN_PLACE : input.data;
-  const WatchedCall call{CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count};
   if (per_rank > options_.max_message_bytes) {
     all_gather_in_pieces(send, out, per_rank, call);
     return;
   }
   int code = MPI_SUCCESS;
   {
-    WatchedScope watch(watchdog_, call);
+    WatchedScope watch(watchdog_, {.call = call});
     code = MPI_Allgather(send, static_cast<int>(per_rank), MPI_BYTE, out,
                          static_cast<int>(per_rank), MPI_BYTE, comm_);
   }
   if (code != MPI_SUCCESS) [[unlikely]] {
-    throw break_with(mpi_error(code, site("all_gather", -1, describe_call(call)), "MPI_Allgather"));
+    throw break_with(mpi_error(code, site(call.describe()), "MPI_Allgather"));
   }
 }
 
 void MpiTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
   check_usable("reduce_scatter");
   reap_sends();
-  const Reduction reduction = reduction_for(output.dtype, op);
-  const WatchedCall call{CollectiveKind::reduce_scatter, op, output.dtype, output.count};
+  const CollectiveCall call =
+      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count);
+  if (input.bytes() <= CallAgreement::kInlineBytes) {
+    // The whole input is reduced in the cell; this rank keeps its block.
+    std::span<std::byte> cell_data = agreement_.prepare(call, input.count);
+    if (input.bytes() > 0) std::memcpy(cell_data.data(), input.data, input.bytes());
+    agree_on(call);
+    if (output.bytes() > 0) {
+      std::memmove(output.data,
+                   cell_data.data() + static_cast<std::size_t>(rank()) * output.bytes(),
+                   output.bytes());
+    }
+    return;
+  }
+  agreement_.prepare(call, 0);
+  agree_on(call);
   if (output.count > piece_elements_[static_cast<std::size_t>(output.dtype)]) {
     // MPI counts are ints: a block this large would need strided pieces.
-    throw CollectiveError(ErrorKind::invalid_argument,
-                          site("reduce_scatter", -1, describe_call(call)),
+    throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
                           "each rank's block exceeds what one MPI call can carry",
                           "split the reduce_scatter into several calls");
   }
+  const Reduction reduction = reduction_for(output.dtype, op);
   int code = MPI_SUCCESS;
   {
-    WatchedScope watch(watchdog_, call);
+    WatchedScope watch(watchdog_, {.call = call});
     code = MPI_Reduce_scatter_block(input.data, output.data, static_cast<int>(output.count),
                                     reduction.type, reduction.op, comm_);
   }
   if (code != MPI_SUCCESS) [[unlikely]] {
-    throw break_with(mpi_error(code, site("reduce_scatter", -1, describe_call(call)),
-                               "MPI_Reduce_scatter_block"));
+    throw break_with(mpi_error(code, site(call.describe()), "MPI_Reduce_scatter_block"));
   }
 }
 
 void MpiTransport::all_gather_in_pieces(const void* send, std::byte* output, std::size_t per_rank,
-                                        const WatchedCall& call) {
-  const ErrorSite where = site("all_gather", -1, describe_call(call));
+                                        const CollectiveCall& call) {
+  const ErrorSite where = site(call.describe());
   for (std::size_t offset = 0; offset < per_rank; offset += options_.max_message_bytes) {
     const std::size_t bytes = std::min(options_.max_message_bytes, per_rank - offset);
     // Piece `offset` of rank r's block goes to output + r * per_rank + offset.
@@ -602,7 +668,7 @@ void MpiTransport::all_gather_in_pieces(const void* send, std::byte* output, std
         send == MPI_IN_PLACE ? MPI_IN_PLACE : static_cast<const std::byte*>(send) + offset;
     int code = MPI_SUCCESS;
     {
-      WatchedScope watch(watchdog_, call);
+      WatchedScope watch(watchdog_, {.call = call});
       code = MPI_Allgather(piece, static_cast<int>(bytes), MPI_BYTE, output + offset, 1,
                            block.get(), comm_);
     }
@@ -613,14 +679,9 @@ void MpiTransport::all_gather_in_pieces(const void* send, std::byte* output, std
 void MpiTransport::do_barrier() {
   check_usable("barrier");
   reap_sends();
-  int code = MPI_SUCCESS;
-  {
-    WatchedScope watch(watchdog_, {.kind = CollectiveKind::barrier});
-    code = MPI_Barrier(comm_);
-  }
-  if (code != MPI_SUCCESS) [[unlikely]] {
-    throw break_with(mpi_error(code, site("barrier"), "MPI_Barrier"));
-  }
+  const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
+  agreement_.prepare(call, 0);
+  agree_on(call);
 }
 
 bool is_built() { return true; }

@@ -4,20 +4,19 @@
 // Threads and lifetime: see transport/mpi/runtime.h (MPI_THREAD_MULTIPLE;
 // MPI is finalised once, at exit, only when rlx started it).
 //
-// Collectives are MPI's blocking MPI_Allreduce (in place), MPI_Allgather and
-// MPI_Barrier, each under a watchdog (transport/mpi/watchdog.h): when a call
-// has not returned after timeout(), the watchdog prints the rlx error (kind
-// timeout, naming the rank, the collective and its sizes) to stderr and calls
-// MPI_Abort, because a blocking MPI call cannot be interrupted. We measured
-// the alternative the interface would prefer, MPI_Iallreduce polled with
-// MPI_Test until the deadline (which could throw instead): with Open MPI 4.1
-// on one host (2 ranks, 4 B) it takes about 2.2x MPI_Allreduce's time
-// (libnbc schedules instead of the tuned shared-memory algorithms, and
-// polling with backoff delays completion), 1.1-1.6x at 16 MiB on 2 ranks,
-// far above the 5% budget for rlx's overhead. The watchdog costs a few plain stores per
-// call; all_sum through rlx measured within 1-5% of MPI_Allreduce at 4 B
-// (about 20 ns of 600) and within noise at 16 MiB.
-// tests/mpi/mpi_overhead_bench.cc measures all three.
+// Collectives: every call first agrees with the other ranks on what they
+// all call (transport/mpi/call_agreement.h: one MPI_Allreduce of a 64-bit
+// cell, which carries 4-byte calls whole), so a mismatch fails every rank
+// with ErrorKind::mismatch before any data moves; calls that agree then run
+// MPI's blocking MPI_Allreduce (in place), MPI_Allgather and
+// MPI_Reduce_scatter_block, and a barrier is the agreement alone. Each MPI
+// call runs under a watchdog (transport/mpi/watchdog.h): when it has not
+// returned after timeout(), the watchdog prints the rlx error (kind timeout,
+// naming the rank and the call) to stderr and calls MPI_Abort, because a
+// blocking MPI call cannot be interrupted. Polling MPI_Iallreduce instead,
+// which could throw, costs about twice MPI_Allreduce's time on one host
+// (docs/BENCHMARKS.md, "The MPI transport beside MPI_Allreduce", has the
+// figures of both; tests/mpi/mpi_overhead_bench.cc measures them).
 //
 // Element types: f32/f64 map to MPI's types and ops; i32/i64 sums and
 // products go through MPI's unsigned types (wrap-around of two's complement
@@ -67,7 +66,9 @@
 
 #include <mpi.h>
 
+#include "collectives/links.h"
 #include "transport/launch_env.h"
+#include "transport/mpi/call_agreement.h"
 #include "transport/mpi/runtime.h"
 #include "transport/mpi/watchdog.h"
 #include "transport/transport.h"
@@ -138,16 +139,25 @@ class MpiTransport final : public Transport, private Releasable {
                                          std::unique_lock<std::mutex>& lock);
   std::vector<std::byte> receive_parts(std::span<const std::byte> header, int from, Tag tag,
                                        Clock::time_point deadline, const ErrorSite& where);
+  // The next collective's signature (every rank numbers its calls alike).
+  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
+  // Runs the cell prepared for `call` through MPI_Allreduce (call_agreement.h)
+  // and throws ErrorKind::mismatch, on every rank, unless every rank made it.
+  void agree_on(const CollectiveCall& call);
+  CollectiveError mismatch_error(const CollectiveCall& call,
+                                 const CallAgreement::Verdict& verdict) const;
   // One MPI_Allreduce of at most max_message_bytes, under the watchdog.
   void all_reduce_piece(void* data, std::size_t count, MPI_Datatype type, MPI_Op op,
-                        const WatchedCall& call);
+                        const CollectiveCall& call);
   void all_gather_in_pieces(const void* send, std::byte* output, std::size_t per_rank,
-                            const WatchedCall& call);
+                            const CollectiveCall& call);
 
   const MpiOptions options_;
   std::array<std::size_t, std::size(kAllDtypes)> piece_elements_{};  // [dtype]: elements per call
   Watchdog watchdog_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  CallAgreement agreement_;
+  std::uint64_t sequence_ = 0;  // collectives run so far
 
   std::mutex send_mutex_;  // pending_ and the order of a message's parts
   std::list<PendingSend> pending_;

@@ -7,30 +7,16 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-WatchedCall unpack(std::uint64_t packed, std::uint64_t count) {
-  return {.kind = static_cast<CollectiveKind>(packed & 0xff),
-          .op = static_cast<ReduceOp>((packed >> 8) & 0xff),
-          .dtype = static_cast<Dtype>((packed >> 16) & 0xff),
-          .count = count};
+WatchedCall unpack(std::uint64_t packed, std::uint64_t count, std::uint64_t sequence) {
+  return {.call = {.kind = static_cast<CollectiveKind>(packed & 0xff),
+                   .op = static_cast<ReduceOp>((packed >> 8) & 0xff),
+                   .dtype = static_cast<Dtype>((packed >> 16) & 0xff),
+                   .count = count,
+                   .sequence = sequence},
+          .setup = ((packed >> 24) & 1) != 0};
 }
 
 }  // namespace
-
-std::string_view name_of(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::all_reduce:
-      return "all_reduce";
-    case CollectiveKind::all_gather:
-      return "all_gather";
-    case CollectiveKind::reduce_scatter:
-      return "reduce_scatter";
-    case CollectiveKind::barrier:
-      return "barrier";
-    case CollectiveKind::setup:
-      return "init mpi";
-  }
-  return "collective";
-}
 
 Watchdog::Watchdog(std::chrono::milliseconds timeout, Expired on_expiry)
     : timeout_(timeout), on_expiry_(std::move(on_expiry)), thread_([this] { run(); }) {}
@@ -42,9 +28,10 @@ Watchdog::Snapshot Watchdog::read() const noexcept {
   if (generation == 0) return {};
   const std::uint64_t packed = packed_kind_.load(std::memory_order_relaxed);
   const std::uint64_t count = count_.load(std::memory_order_relaxed);
+  const std::uint64_t sequence = sequence_.load(std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (armed_.load(std::memory_order_relaxed) != generation) return {};  // changed while reading
-  return {generation, unpack(packed, count)};
+  return {generation, unpack(packed, count, sequence)};
 }
 
 void Watchdog::run() {

@@ -21,20 +21,15 @@
 #include <mutex>
 #include <thread>
 
-#include "transport/transport.h"
+#include "collectives/links.h"
 
 namespace rlx::mpi {
 
-enum class CollectiveKind : std::uint8_t { all_reduce, all_gather, reduce_scatter, barrier, setup };
-
-std::string_view name_of(CollectiveKind kind);
-
-// The call being watched, for the message when its deadline passes.
+// The call being watched, for the message when its deadline passes: a
+// collective, or (setup) joining the communicator.
 struct WatchedCall {
-  CollectiveKind kind = CollectiveKind::barrier;
-  ReduceOp op = ReduceOp::sum;
-  Dtype dtype = Dtype::u8;
-  std::uint64_t count = 0;  // elements (per rank for all_gather)
+  CollectiveCall call;
+  bool setup = false;
 };
 
 class Watchdog {
@@ -54,7 +49,8 @@ class Watchdog {
   void arm(const WatchedCall& call) noexcept {
     std::atomic_thread_fence(std::memory_order_release);
     packed_kind_.store(pack(call), std::memory_order_relaxed);
-    count_.store(call.count, std::memory_order_relaxed);
+    count_.store(call.call.count, std::memory_order_relaxed);
+    sequence_.store(call.call.sequence, std::memory_order_relaxed);
     armed_.store(++next_generation_, std::memory_order_release);
   }
   void disarm() noexcept { armed_.store(0, std::memory_order_release); }
@@ -71,8 +67,10 @@ class Watchdog {
   };
   Snapshot read() const noexcept;
   static std::uint64_t pack(const WatchedCall& call) noexcept {
-    return static_cast<std::uint64_t>(call.kind) | static_cast<std::uint64_t>(call.op) << 8 |
-           static_cast<std::uint64_t>(call.dtype) << 16;
+    return static_cast<std::uint64_t>(call.call.kind) |
+           static_cast<std::uint64_t>(call.call.op) << 8 |
+           static_cast<std::uint64_t>(call.call.dtype) << 16 |
+           static_cast<std::uint64_t>(call.setup) << 24;
   }
   void run();
 
@@ -83,6 +81,7 @@ class Watchdog {
   std::atomic<std::uint64_t> armed_{0};
   std::atomic<std::uint64_t> packed_kind_{0};
   std::atomic<std::uint64_t> count_{0};
+  std::atomic<std::uint64_t> sequence_{0};
   std::uint64_t next_generation_ = 0;  // only the arming thread touches it
 
   std::mutex mutex_;
