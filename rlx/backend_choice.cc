@@ -15,14 +15,19 @@ constexpr const char* kLookedFor =
 }
 
 bool is_backend_name(std::string_view name) {
-  return name == "any" || name == "tcp" || name == "mpi" || name == "verbs";
+  return name == "any" || name == "tcp" || name == "mpi" || name == "verbs" || name == "singleton";
 }
 
-std::string_view resolve_request(const launch_env::LaunchEnv& env, std::string_view requested) {
+struct Request {
+  std::string_view backend;       // what to start, or "any"
+  bool from_environment = false;  // RLX_BACKEND named it (not only the program)
+};
+
+Request resolve_request(const launch_env::LaunchEnv& env, std::string_view requested) {
   if (!is_backend_name(requested)) {
     throw CollectiveError(ErrorKind::invalid_argument, {.operation = "init"},
                           "unknown backend '" + std::string(requested) + "'",
-                          "use one of any, tcp, mpi, verbs");
+                          "use one of any, tcp, mpi, verbs, singleton");
   }
   const std::string_view from_env =
       env.backend.empty() ? std::string_view("any") : std::string_view(env.backend);
@@ -32,7 +37,29 @@ std::string_view resolve_request(const launch_env::LaunchEnv& env, std::string_v
                               "' but RLX_BACKEND=" + env.backend,
                           "unset RLX_BACKEND, or call init(\"any\")");
   }
-  return requested != "any" ? requested : from_env;
+  if (from_env != "any") return {from_env, true};
+  return {requested, false};
+}
+
+// Another launcher's processes, when the group of one would split them up.
+std::string several_processes(const launch_env::LaunchEnv& env) {
+  if (!env.foreign_launcher.empty()) return env.foreign_launcher;
+  if (env.launched_by_mpirun() && *env.mpi_world_size > 1) {
+    return "OMPI_COMM_WORLD_SIZE=" + std::to_string(*env.mpi_world_size);
+  }
+  return {};
+}
+
+// The group of one, unless that would silently split another launcher's job.
+BackendKind group_of_one(const launch_env::LaunchEnv& env, std::string_view why) {
+  const std::string others = several_processes(env);
+  if (!others.empty()) {
+    unavailable(std::string(why) + ", yet this process is one of several that another launcher " +
+                    "started (" + others + "); each would run alone as a group of one",
+                "start the program with rlxrun (any backend) or mpirun (the mpi backend); "
+                "RLX_BACKEND=singleton runs every process alone on purpose");
+  }
+  return BackendKind::singleton;
 }
 
 BackendKind choose_mpi(const launch_env::LaunchEnv& env, bool built) {
@@ -49,19 +76,28 @@ BackendKind choose_mpi(const launch_env::LaunchEnv& env, bool built) {
   return BackendKind::mpi;
 }
 
-BackendKind choose_launched(BackendKind kind, const launch_env::LaunchEnv& env, bool strict,
-                            bool built) {
+BackendKind choose_launched(BackendKind kind, const launch_env::LaunchEnv& env,
+                            const Request& request, bool strict, bool built) {
   const std::string name(name_of(kind));
   if (!built) {
     unavailable("the " + name + " backend was requested but this rlx was built without it",
                 "reconfigure with the backend's libraries installed");
   }
-  if (env.launched_by_rlxrun() && *env.world_size > 1) return kind;
-  if (strict && !env.launched_by_rlxrun()) {
-    unavailable("strict init: the " + name + " backend needs a launcher, and none was found",
-                std::string("start the program with rlxrun; looked for ") + kLookedFor);
+  if (env.launched_by_rlxrun()) return *env.world_size > 1 ? kind : BackendKind::singleton;
+  if (request.from_environment || strict) {
+    const std::string asked = request.from_environment ? "RLX_BACKEND=" + name : "strict init";
+    const std::string others = several_processes(env);
+    unavailable(
+        asked + ": the " + name +
+            " backend needs rlxrun's environment (RLX_RANK, RLX_WORLD_SIZE and "
+            "RLX_COORDINATOR or RLX_HOSTFILE), and it is not set" +
+            (others.empty() ? ""
+                            : "; this process was started by another launcher (" + others + ")"),
+        std::string("start the program with rlxrun") +
+            (env.launched_by_mpirun() ? ", or use RLX_BACKEND=mpi under mpirun" : "") +
+            "; looked for " + kLookedFor);
   }
-  return BackendKind::singleton;
+  return group_of_one(env, "the " + name + " backend's launcher (rlxrun) did not start it");
 }
 
 }  // namespace
@@ -82,10 +118,15 @@ std::string_view name_of(BackendKind kind) {
 
 BackendKind choose_backend(const launch_env::LaunchEnv& env, std::string_view requested,
                            bool strict, BuiltBackends built) {
-  const std::string_view choice = resolve_request(env, requested);
-  if (choice == "mpi") return choose_mpi(env, built.mpi);
-  if (choice == "tcp") return choose_launched(BackendKind::tcp, env, strict, true);
-  if (choice == "verbs") return choose_launched(BackendKind::verbs, env, strict, built.verbs);
+  const Request request = resolve_request(env, requested);
+  if (request.backend == "singleton") return BackendKind::singleton;
+  if (request.backend == "mpi") return choose_mpi(env, built.mpi);
+  if (request.backend == "tcp") {
+    return choose_launched(BackendKind::tcp, env, request, strict, true);
+  }
+  if (request.backend == "verbs") {
+    return choose_launched(BackendKind::verbs, env, request, strict, built.verbs);
+  }
   if (env.launched_by_rlxrun()) {
     return *env.world_size > 1 ? BackendKind::tcp : BackendKind::singleton;
   }
@@ -96,7 +137,7 @@ BackendKind choose_backend(const launch_env::LaunchEnv& env, std::string_view re
     unavailable("strict init found no distributed launcher",
                 std::string("looked for ") + kLookedFor + "; start the program with rlxrun");
   }
-  return BackendKind::singleton;
+  return group_of_one(env, "rlx found no launcher it can join");
 }
 
 }  // namespace rlx

@@ -21,11 +21,19 @@ struct BuiltBackends {
 // The rules, in order:
 //  1. `requested` (the argument of init) and RLX_BACKEND must agree when both
 //     name a backend; "any" (or unset) defers to the other.
-//  2. A named backend is used when its launcher started the process; with no
-//     launcher, tcp and verbs fall back to the group of one (the world really
-//     is one process) unless `strict`; mpi needs mpirun.
-//  3. "any": rlxrun's environment means tcp; mpirun's means mpi; neither means
-//     the group of one (an error when `strict`).
+//  2. "singleton" is a group of one, always: the way to ask for one.
+//  3. A named backend is used when its launcher started the process with
+//     more than one rank (rlxrun for tcp and verbs, mpirun for mpi); rlxrun
+//     -n 1 gives the group of one.
+//  4. Without its launcher, a backend named by RLX_BACKEND is an error (the
+//     person who started the job asked for it); one named only by the
+//     program falls back to the group of one unless `strict`, as "any" does.
+//  5. "any": rlxrun's environment means tcp; mpirun's (N > 1) means mpi;
+//     neither means the group of one (an error when `strict`).
+//  6. Whatever was asked, a group of one is an error when another launcher
+//     started this process as one of several (launch_env's foreign_launcher,
+//     or mpirun when the mpi backend is not what runs): the processes would
+//     each run alone and silently compute unrelated results.
 // Throws CollectiveError (invalid_argument, backend_unavailable) saying why.
 BackendKind choose_backend(const launch_env::LaunchEnv& env, std::string_view requested,
                            bool strict, BuiltBackends built);

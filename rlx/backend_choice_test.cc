@@ -71,6 +71,51 @@ TEST(BackendChoice, ExplainsWhyABackendCannotStart) {
                [] { choose_backend(mpirun_env(2), "any", false, kNone); });
 }
 
+LaunchEnv with_backend(LaunchEnv env, std::string backend) {
+  env.backend = std::move(backend);
+  return env;
+}
+
+LaunchEnv foreign_env(std::string variable) {
+  LaunchEnv env;
+  env.foreign_launcher = std::move(variable);
+  return env;
+}
+
+TEST(BackendChoice, ABackendNamedByRlxBackendWithoutItsLauncherIsAnError) {
+  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=tcp: the tcp backend needs rlxrun",
+               [] { choose_backend(with_backend({}, "tcp"), "any", false, kAll); });
+  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=verbs",
+               [] { choose_backend(with_backend({}, "verbs"), "any", false, kAll); });
+  // mpirun -np 3 -x RLX_BACKEND=tcp: three processes, none of them a group of one.
+  expect_error(ErrorKind::backend_unavailable, "OMPI_COMM_WORLD_SIZE=3",
+               [] { choose_backend(with_backend(mpirun_env(3), "tcp"), "any", false, kAll); });
+  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=mpi under mpirun",
+               [] { choose_backend(with_backend(mpirun_env(3), "tcp"), "any", false, kAll); });
+  // rlxrun -n 1 is a real world of one.
+  EXPECT_EQ(choose_backend(rlxrun_env(1, "tcp"), "any", false, kAll), BackendKind::singleton);
+}
+
+TEST(BackendChoice, AnotherLaunchersSeveralProcessesNeverBecomeGroupsOfOne) {
+  for (const char* variable : {"SLURM_STEP_NUM_TASKS=4", "PMI_SIZE=2", "WORLD_SIZE=8"}) {
+    expect_error(ErrorKind::backend_unavailable, variable,
+                 [&] { choose_backend(foreign_env(variable), "any", false, kAll); });
+    expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=singleton",
+                 [&] { choose_backend(foreign_env(variable), "tcp", false, kAll); });
+  }
+  // Under mpirun, a program asking for tcp in code gets no silent group of one either.
+  expect_error(ErrorKind::backend_unavailable, "OMPI_COMM_WORLD_SIZE=2",
+               [] { choose_backend(mpirun_env(2), "tcp", false, kAll); });
+}
+
+TEST(BackendChoice, SingletonIsTheWayToAskForAGroupOfOne) {
+  EXPECT_EQ(choose_backend(foreign_env("SLURM_STEP_NUM_TASKS=4"), "singleton", false, kAll),
+            BackendKind::singleton);
+  EXPECT_EQ(choose_backend(with_backend(mpirun_env(3), "singleton"), "any", true, kAll),
+            BackendKind::singleton);
+  EXPECT_EQ(choose_backend({}, "singleton", true, kNone), BackendKind::singleton);
+}
+
 TEST(BackendChoice, ProgramAndEnvironmentMustAgree) {
   expect_error(ErrorKind::invalid_argument, "RLX_BACKEND=mpi",
                [] { choose_backend(rlxrun_env(2, "mpi"), "tcp", false, kAll); });

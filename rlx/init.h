@@ -10,10 +10,14 @@ namespace rlx {
 
 // Returns this process's group, starting the transport on the first call.
 //
-// `backend` is "any" (the default), "tcp", "mpi" or "verbs"; RLX_BACKEND
-// chooses when the program says "any". With no launcher, the result is a group
-// of one whose collectives are the identity, unless `strict`, which makes that
-// an error naming what was looked for. Later calls return the same group when
+// `backend` is "any" (the default), "tcp", "mpi", "verbs" or "singleton";
+// RLX_BACKEND chooses when the program says "any". With no launcher, the
+// result is a group of one whose collectives are the identity, unless
+// `strict`, which makes that an error naming what was looked for. A group of
+// one is never chosen silently for a process that another launcher started as
+// one of several, nor when RLX_BACKEND names a backend whose launcher is
+// missing: those are errors ("singleton" asks for the group of one on
+// purpose). rlx/backend_choice.h has the rules. Later calls return the same group when
 // they ask for the same backend, and throw when they ask for another.
 // Errors are CollectiveError (invalid_argument, backend_unavailable, and
 // whatever the transport's connection phase reports).

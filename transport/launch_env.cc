@@ -93,20 +93,34 @@ void parse_mpirun_group(const Lookup& lookup, LaunchEnv& env) {
   env.mpi_rank = get_int(lookup, kOmpiRank, 0, (1 << 30) - 1, "a whole number from 0");
 }
 
+void detect_foreign_launcher(const Lookup& lookup, LaunchEnv& env) {
+  for (const char* name : kForeignSizes) {
+    const auto text = get(lookup, name);
+    if (!text) continue;
+    long long size = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), size);
+    if (ec == std::errc() && end == text->data() + text->size() && size > 1) {
+      env.foreign_launcher = std::string(name) + "=" + std::string(*text);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 LaunchEnv parse(const Lookup& lookup) {
   LaunchEnv env;
   parse_rlxrun_group(lookup, env);
   parse_mpirun_group(lookup, env);
+  detect_foreign_launcher(lookup, env);
   env.coordinator = get_string(lookup, kCoordinator);
   env.job_token = get_string(lookup, kJobToken);
   env.hostfile = get_string(lookup, kHostfile);
   env.ifname = get_string(lookup, kIfname);
   env.backend = get_string(lookup, kBackend);
   if (!env.backend.empty() && env.backend != "any" && env.backend != "tcp" &&
-      env.backend != "mpi" && env.backend != "verbs") {
-    fail(kBackend, env.backend, "one of tcp, mpi, verbs, any");
+      env.backend != "mpi" && env.backend != "verbs" && env.backend != "singleton") {
+    fail(kBackend, env.backend, "one of tcp, mpi, verbs, singleton, any");
   }
   env.timeout = get_seconds(lookup, kTimeout, kDefaultTimeout);
   env.connect_timeout = get_seconds(lookup, kConnectTimeout, kDefaultConnectTimeout);

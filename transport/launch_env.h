@@ -21,7 +21,7 @@ inline constexpr const char* kLocalSize = "RLX_LOCAL_SIZE";     // ranks on this
 inline constexpr const char* kCoordinator = "RLX_COORDINATOR";  // host:port of the rendezvous
 inline constexpr const char* kJobToken = "RLX_JOB_TOKEN";       // per-job secret, never on argv
 // Set by the user or rlxrun.
-inline constexpr const char* kBackend = "RLX_BACKEND";    // tcp | mpi | verbs | any
+inline constexpr const char* kBackend = "RLX_BACKEND";    // tcp | mpi | verbs | singleton | any
 inline constexpr const char* kHostfile = "RLX_HOSTFILE";  // static JSON table of rank endpoints
 inline constexpr const char* kIfname = "RLX_IFNAME";      // network interface to listen on
 inline constexpr const char* kTimeout = "RLX_TIMEOUT_S";  // deadline of every operation (s)
@@ -33,6 +33,10 @@ inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
 // Set by Open MPI's mpirun.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
+// Process counts that other launchers set (rlx cannot join their groups yet,
+// but must not let their processes run as unrelated groups of one): PMI
+// (MPICH's hydra, Slurm's pmi2), Slurm's srun, torchrun and its imitators.
+inline constexpr const char* kForeignSizes[] = {"PMI_SIZE", "SLURM_STEP_NUM_TASKS", "WORLD_SIZE"};
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
@@ -57,6 +61,10 @@ struct LaunchEnv {
   std::string tcp_congestion;  // empty when unset (auto)
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;
+  // The first of kForeignSizes that says more than one process was started,
+  // as "NAME=value"; empty when none does. Values that are not numbers are
+  // not rlx's to judge and are ignored.
+  std::string foreign_launcher;
 
   // True when rlxrun (or a user imitating it) started this process.
   bool launched_by_rlxrun() const { return world_size.has_value(); }

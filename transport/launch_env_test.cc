@@ -69,6 +69,16 @@ TEST(LaunchEnv, ReadsWhatMpirunSets) {
   EXPECT_EQ(*env.mpi_world_size, 3);
 }
 
+TEST(LaunchEnv, NotesAnotherLauncherThatStartedSeveralProcesses) {
+  EXPECT_EQ(parse_map({{"SLURM_STEP_NUM_TASKS", "4"}}).foreign_launcher, "SLURM_STEP_NUM_TASKS=4");
+  EXPECT_EQ(parse_map({{"PMI_SIZE", "2"}}).foreign_launcher, "PMI_SIZE=2");
+  EXPECT_EQ(parse_map({{"WORLD_SIZE", "8"}, {"RANK", "3"}}).foreign_launcher, "WORLD_SIZE=8");
+  // One process, or a value that is not a count, is no evidence (and no error: not ours).
+  EXPECT_EQ(parse_map({{"SLURM_STEP_NUM_TASKS", "1"}}).foreign_launcher, "");
+  EXPECT_EQ(parse_map({{"WORLD_SIZE", "earth"}}).foreign_launcher, "");
+  EXPECT_EQ(parse_map({{"RLX_BACKEND", "singleton"}}).backend, "singleton");
+}
+
 TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {
   expect_rejected({{"RLX_RANK", "abc"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "'abc'");
   expect_rejected({{"RLX_RANK", "1"}, {"RLX_WORLD_SIZE", "2x"}}, "RLX_WORLD_SIZE", "'2x'");
@@ -78,7 +88,7 @@ TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {
   expect_rejected({{"RLX_RANK", "0"}}, "RLX_RANK", "RLX_WORLD_SIZE");
   expect_rejected({{"RLX_WORLD_SIZE", "2"}}, "RLX_WORLD_SIZE", "RLX_RANK");
   expect_rejected({{"RLX_RANK", " 1"}, {"RLX_WORLD_SIZE", "2"}}, "RLX_RANK", "' 1'");
-  expect_rejected({{"RLX_BACKEND", "nccl"}}, "RLX_BACKEND", "tcp, mpi, verbs, any");
+  expect_rejected({{"RLX_BACKEND", "nccl"}}, "RLX_BACKEND", "tcp, mpi, verbs, singleton, any");
   expect_rejected({{"RLX_TIMEOUT_S", "0"}}, "RLX_TIMEOUT_S", "above 0");
   expect_rejected({{"RLX_TIMEOUT_S", "nan"}}, "RLX_TIMEOUT_S", "'nan'");
   expect_rejected({{"RLX_TIMEOUT_S", "10s"}}, "RLX_TIMEOUT_S", "'10s'");
