@@ -1,11 +1,13 @@
 #include "transport/mailbox.h"
 
+#include <algorithm>
+
 namespace rlx {
 
-bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message) {
+bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool awaited) {
   {
     std::lock_guard lock(mutex_);
-    if (message.size() > byte_cap_ - held_bytes_) return false;
+    if (!awaited && message.size() > byte_cap_ - std::min(held_bytes_, byte_cap_)) return false;
     held_bytes_ += message.size();
     queues_[{from, tag}].push_back(std::move(message));
   }
@@ -23,8 +25,27 @@ std::optional<std::vector<std::byte>> Mailbox::pop(int from, Tag tag) {
   return message;
 }
 
+bool Mailbox::awaited(int from, Tag tag) const {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(from, tag);
+  const auto waiting = waiting_.find(key);
+  if (waiting == waiting_.end()) return false;
+  const auto queued = queues_.find(key);
+  const std::size_t ahead = queued == queues_.end() ? 0 : queued->second.size();
+  return static_cast<std::size_t>(waiting->second) > ahead;
+}
+
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
+  const auto key = std::make_pair(from, tag);
+  ++waiting_[key];
+  struct Leave {
+    std::map<std::pair<int, Tag>, int>& waiting;
+    std::pair<int, Tag> key;
+    ~Leave() {
+      if (--waiting[key] == 0) waiting.erase(key);
+    }
+  } leave{waiting_, key};  // runs with the lock held: declared after it
   for (;;) {
     if (auto message = pop(from, tag)) return message;
     if (auto error = failure_for(from)) std::rethrow_exception(error);

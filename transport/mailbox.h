@@ -3,8 +3,10 @@
 // Every transport that receives in the background (the singleton's self-sends,
 // TCP's progress thread) parks early messages here. Receivers wait with a
 // deadline; a lost peer fails its receivers at once instead of letting them
-// run into the deadline. The bytes held are capped, so a peer that sends far
-// ahead of its receiver gets an error rather than exhausting memory.
+// run into the deadline. The bytes held for nobody are capped, so a peer that
+// sends far ahead of its receiver gets an error rather than exhausting
+// memory; a message a receiver is already waiting for is not held for
+// nobody, and may be of any length.
 #pragma once
 
 #include <chrono>
@@ -29,8 +31,13 @@ class Mailbox {
   explicit Mailbox(std::size_t byte_cap) : byte_cap_(byte_cap) {}
 
   // Queues a message. Returns false (and queues nothing) when it would take
-  // the held bytes above the cap.
-  [[nodiscard]] bool deliver(int from, Tag tag, std::vector<std::byte> message);
+  // the held bytes above the cap, unless `awaited` (see awaited()).
+  [[nodiscard]] bool deliver(int from, Tag tag, std::vector<std::byte> message,
+                             bool awaited = false);
+  // True when a receiver is waiting in take() for the next message from
+  // `from` with `tag` (more receivers wait than messages are queued): that
+  // message is not early, so the cap does not apply to it.
+  bool awaited(int from, Tag tag) const;
 
   // Takes the oldest message from `from` with `tag`. Returns nullopt when the
   // deadline passes first; rethrows the failure recorded for `from`.
@@ -54,6 +61,7 @@ class Mailbox {
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
+  std::map<std::pair<int, Tag>, int> waiting_;  // receivers inside take()
   std::map<int, std::exception_ptr> peer_failures_;
   std::exception_ptr global_failure_;
   std::size_t held_bytes_ = 0;

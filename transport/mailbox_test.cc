@@ -1,5 +1,6 @@
 #include "transport/mailbox.h"
 
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -60,6 +61,23 @@ TEST(Mailbox, RefusesMessagesBeyondTheCap) {
   EXPECT_FALSE(box.deliver(0, 0, bytes({3, 4})));
   EXPECT_TRUE(box.deliver(0, 0, bytes({5})));
   EXPECT_EQ(box.held_bytes(), 3u);
+}
+
+TEST(Mailbox, AMessageAReceiverWaitsForMayExceedTheCap) {
+  Mailbox box(4);
+  EXPECT_FALSE(box.awaited(1, 7));
+  std::optional<std::vector<std::byte>> got;
+  std::thread receiver([&] { got = box.take(1, 7, Mailbox::Clock::now() + 10s); });
+  const auto until = Mailbox::Clock::now() + 10s;
+  while (!box.awaited(1, 7) && Mailbox::Clock::now() < until) std::this_thread::yield();
+  ASSERT_TRUE(box.awaited(1, 7));
+  EXPECT_FALSE(box.awaited(1, 8));  // another tag is still early
+  ASSERT_TRUE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5, 6}), /*awaited=*/true));
+  receiver.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->size(), 6u);
+  EXPECT_FALSE(box.awaited(1, 7));                          // the receiver has left
+  EXPECT_FALSE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5})));  // early and above the cap
 }
 
 TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {

@@ -9,6 +9,9 @@
 //   fault_program mismatch_by_one rank 1 all_sums one element more than the
 //                                 rest's RLX_MISMATCH_COUNT (default 1000)
 //   fault_program mismatch_gather rank 0 all_gathers, the rest all_sum
+//   fault_program message_over_cap  (2 ranks, RLX_UNEXPECTED_BYTES=1048576) rank 0
+//                                 sends 8 MiB that rank 1 already waits for, then 8 MiB
+//                                 nobody waits for yet
 //   fault_program peer_killed     the last rank kills itself mid-loop
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
@@ -81,6 +84,31 @@ bool expect_untouched_mismatch(rlx::Transport& group, std::size_t count, rlx::Re
   const bool untouched = group.backend() != "mpi" || data == before;
   if (!untouched) std::printf("FAILED: the mismatched all_reduce changed the buffer\n");
   return ok && untouched;
+}
+
+// The cap on early messages is for messages nobody waits for: the first 8 MiB
+// message (8x the cap) reaches its waiting receiver whole; the second, sent
+// before its receive, fails both ranks with resource_exhausted naming the cap.
+bool message_over_cap(rlx::Transport& group) {
+  constexpr std::size_t kBig = std::size_t{8} << 20;
+  std::vector<std::byte> message(kBig);
+  for (std::size_t i = 0; i < kBig; ++i) message[i] = static_cast<std::byte>(i * 131 % 251);
+  group.barrier();
+  if (group.rank() == 0) {
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // rank 1 is in recv_bytes by now
+    group.send_bytes(1, 5, message);
+    group.send_bytes(1, 6, message);
+    return expect_error(rlx::ErrorKind::resource_exhausted, [&] { group.barrier(); },
+                        {"RLX_UNEXPECTED_BYTES"});
+  }
+  const auto got = group.recv_bytes(0, 5);
+  if (got != message) {
+    std::printf("FAILED: the awaited %zu-byte message arrived as %zu bytes\n", kBig, got.size());
+    return false;
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // the second one arrives unawaited
+  return expect_error(rlx::ErrorKind::resource_exhausted, [&] { group.recv_bytes(0, 6); },
+                      {"RLX_UNEXPECTED_BYTES", "no recv_bytes waited for"});
 }
 
 bool mismatch_by_one(rlx::Transport& group, std::size_t count) {
@@ -175,6 +203,8 @@ int main(int argc, char** argv) {
                         }
                       },
                       {"all_gather", "all_reduce sum"});
+  } else if (mode == "message_over_cap") {
+    ok = message_over_cap(*group);
   } else if (mode == "peer_killed") {
     ok = expect_error(rlx::ErrorKind::peer_lost, [&] {
       std::vector<float> big(1 << 18, 1.0f);

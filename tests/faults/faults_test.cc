@@ -77,6 +77,14 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   }
 }
 
+// RLX_UNEXPECTED_BYTES caps only what nobody waits for: a message 8x the cap
+// reaches a receiver that waits; one sent before its receive fails both ranks.
+TEST(Faults, TheEarlyMessageCapSparesMessagesAReceiverWaitsFor) {
+  const JobOutcome job =
+      run_mode("message_over_cap", 2, {"RLX_TIMEOUT_S=30", "RLX_UNEXPECTED_BYTES=1048576"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+}
+
 TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
   const JobOutcome job = run_mode("peer_killed", 4, {"RLX_TIMEOUT_S=60"});
   ASSERT_EQ(job.ranks.size(), 4u);

@@ -1,5 +1,8 @@
 #include "transport/tcp/peer_channel.h"
 
+#include <exception>
+#include <string>
+
 #include <sys/socket.h>
 
 #include "transport/asio.h"
@@ -59,36 +62,48 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
                        std::to_string(expected_sequence) + " was due");
     }
     ++expected_sequence;
-    if (h.length > mailbox.byte_cap()) {
+    // A receiver already waiting takes a message of any length; only bytes
+    // held for nobody count against the cap.
+    const bool awaited = mailbox.awaited(peer, h.tag);
+    if (!awaited && h.length > mailbox.byte_cap()) {
       return fail_all(ErrorKind::resource_exhausted,
                       "rank " + std::to_string(peer) + " sent a " + format_bytes(h.length) +
-                          " message; at most RLX_UNEXPECTED_BYTES = " +
-                          format_bytes(mailbox.byte_cap()) + " can be held");
+                          " message (tag " + std::to_string(h.tag) +
+                          ") that no recv_bytes waited for; at most RLX_UNEXPECTED_BYTES = " +
+                          format_bytes(mailbox.byte_cap()) + " can be held for later");
     }
-    read_payload(h);
+    read_payload(h, awaited);
   }
 
-  void read_payload(const FrameHeader& h) {
-    payload.assign(h.length, std::byte{0});
-    asio::async_read(stream, asio::buffer(payload),
-                     [self = shared_from_this(), h](boost::system::error_code ec, std::size_t) {
-                       if (ec) return self->on_stream_end(ec);
-                       self->on_payload(h);
-                     });
+  void read_payload(const FrameHeader& h, bool awaited = false) {
+    try {
+      payload.assign(h.length, std::byte{0});
+    } catch (const std::exception&) {  // bad_alloc, or a length above max_size()
+      return fail_all(ErrorKind::resource_exhausted, "cannot allocate " + format_bytes(h.length) +
+                                                         " for a message from rank " +
+                                                         std::to_string(peer));
+    }
+    asio::async_read(
+        stream, asio::buffer(payload),
+        [self = shared_from_this(), h, awaited](boost::system::error_code ec, std::size_t) {
+          if (ec) return self->on_stream_end(ec);
+          self->on_payload(h, awaited);
+        });
   }
 
-  void on_payload(const FrameHeader& h) {
+  void on_payload(const FrameHeader& h, bool awaited) {
     if (h.kind == FrameKind::abort) {
       const std::string text(reinterpret_cast<const char*>(payload.data()), payload.size());
       const auto kind = h.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
                             ? static_cast<ErrorKind>(h.tag)
                             : ErrorKind::protocol_violation;
       hooks.fail(std::make_exception_ptr(
-          CollectiveError(kind, hooks.site("(remote failure)", peer),
-                          "rank " + std::to_string(peer) + " failed: " + text)));
+                     CollectiveError(kind, hooks.site("(remote failure)", peer),
+                                     "rank " + std::to_string(peer) + " failed: " + text)),
+                 /*tell_peers=*/false);
       return;
     }
-    if (!mailbox.deliver(peer, h.tag, std::move(payload))) {
+    if (!mailbox.deliver(peer, h.tag, std::move(payload), awaited)) {
       return fail_all(ErrorKind::resource_exhausted,
                       "messages received but not yet passed to recv_bytes exceed "
                       "RLX_UNEXPECTED_BYTES = " +
@@ -114,10 +129,12 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
   }
 
   void fail_all(ErrorKind kind, const std::string& detail) {
-    hooks.fail(std::make_exception_ptr(CollectiveError(
-        kind, hooks.site("receive", peer), detail,
-        kind == ErrorKind::peer_lost ? "rank " + std::to_string(peer) + "'s own output says why"
-                                     : "")));
+    hooks.fail(
+        std::make_exception_ptr(CollectiveError(
+            kind, hooks.site("receive", peer), detail,
+            kind == ErrorKind::peer_lost ? "rank " + std::to_string(peer) + "'s own output says why"
+                                         : "")),
+        /*tell_peers=*/kind != ErrorKind::peer_lost);
   }
 
   asio::posix::stream_descriptor stream;

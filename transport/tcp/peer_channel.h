@@ -28,7 +28,9 @@ class PeerChannel {
  public:
   // What the channel reports to its transport, on the progress thread.
   struct Hooks {
-    std::function<void(std::exception_ptr)> fail;  // the transport cannot go on
+    // The transport cannot go on; `tell_peers` when this rank found the
+    // cause (a peer's abort, or its lost connection, the others learn anyway).
+    std::function<void(std::exception_ptr, bool tell_peers)> fail;
     std::function<ErrorSite(std::string_view operation, int peer)> site;
     std::function<void()> peer_closed;  // a clean close or end of stream
   };

@@ -105,11 +105,11 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
 
   PeerChannel::Hooks hooks{
       .fail =
-          [this](std::exception_ptr error) {
+          [this](std::exception_ptr error, bool tell_peers) {
             try {
               std::rethrow_exception(error);
             } catch (const CollectiveError& e) {
-              fail(e, false);
+              fail(e, tell_peers);
             }
           },
       .site = [this](std::string_view operation, int peer) { return site(operation, peer); },
