@@ -186,7 +186,10 @@ bool is_this_host(const sockaddr_storage& destination) {
   return false;
 }
 
-bool is_this_host(const std::string& numeric_address) {
+namespace {
+
+// A numeric IPv4 or IPv6 address as a sockaddr, or nothing for a name.
+std::optional<sockaddr_storage> numeric(const std::string& numeric_address) {
   sockaddr_storage address{};
   auto& v4 = reinterpret_cast<sockaddr_in&>(address);
   auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
@@ -195,9 +198,23 @@ bool is_this_host(const std::string& numeric_address) {
   } else if (inet_pton(AF_INET6, numeric_address.c_str(), &v6.sin6_addr) == 1) {
     address.ss_family = AF_INET6;
   } else {
-    return false;
+    return std::nullopt;
   }
-  return is_this_host(address);
+  return address;
+}
+
+}  // namespace
+
+bool is_this_host(const std::string& numeric_address) {
+  const auto address = numeric(numeric_address);
+  return address && is_this_host(*address);
+}
+
+bool is_loopback_address(const std::string& numeric_address) {
+  const auto address = numeric(numeric_address);
+  if (!address) return false;
+  const auto bytes = ip_bytes(*address);
+  return bytes && is_loopback(*bytes);
 }
 
 }  // namespace rlx

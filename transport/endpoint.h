@@ -45,4 +45,7 @@ bool same_host(int fd);
 bool is_this_host(const sockaddr_storage& destination);
 bool is_this_host(const std::string& numeric_address);
 
+// True for a numeric loopback address (127.0.0.0/8, ::1); false for names.
+bool is_loopback_address(const std::string& numeric_address);
+
 }  // namespace rlx

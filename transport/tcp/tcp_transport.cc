@@ -21,10 +21,12 @@ ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) 
           .operation = std::move(operation)};
 }
 
-// The address to listen on: the interface's when RLX_IFNAME names one,
-// otherwise every address of the family that reaches the peers.
+// The address to listen on: the interface's when RLX_IFNAME names one, the
+// loopback address when the peers are reached through it (a job on this host
+// only: nothing outside needs to reach it), otherwise every address of the
+// family that reaches the peers.
 std::string bind_host_for(const std::string& advertised, const std::string& ifname) {
-  if (!ifname.empty()) return advertised;
+  if (!ifname.empty() || is_loopback_address(advertised)) return advertised;
   return advertised.find(':') != std::string::npos ? "::" : "0.0.0.0";
 }
 
