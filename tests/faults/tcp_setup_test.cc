@@ -1,11 +1,17 @@
 // How ranks find each other, end to end with real processes: a static JSON
 // table with no coordinator (IPv6 and IPv4), RLX_IFNAME, and the congestion
 // control their connections run (RLX_TCP_CONGESTION).
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/support/job_harness.h"
 #include "transport/socket_io.h"
@@ -54,6 +60,54 @@ void expect_hello_runs_with(const std::string& setting) {
                          .env = {setting},
                          .limit = 60s}),
                 2, "of 2 (tcp)");
+}
+
+// The listening sockets of the running job's ranks, as `ss -Hltnp` shows them.
+std::vector<std::string> listeners_of(const std::string& program) {
+  std::vector<std::string> found;
+  std::FILE* ss = ::popen("ss -Hltnp 2>/dev/null", "r");
+  if (ss == nullptr) return found;
+  char line[1024];
+  while (std::fgets(line, sizeof line, ss) != nullptr) {
+    if (std::strstr(line, ("\"" + program + "\"").c_str()) != nullptr) found.emplace_back(line);
+  }
+  ::pclose(ss);
+  return found;
+}
+
+// A job whose ranks are all on this host is reached through loopback only:
+// its ranks listen there, not on every address of the host.
+TEST(TcpSetup, ALocalJobListensOnLoopbackOnly) {
+  const std::string ready = ::testing::TempDir() + "rlx_loopback_ready_" + std::to_string(getpid());
+  std::remove(ready.c_str());
+  std::remove((ready + ".stop").c_str());
+  std::future<std::vector<std::string>> inspection;
+  auto inspect = [&](const rendezvous::Server&) {
+    inspection = std::async(std::launch::async, [ready] {
+      const auto until = std::chrono::steady_clock::now() + 20s;
+      while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(10ms);
+      }
+      auto found = listeners_of("fault_program");
+      if (std::FILE* stop = std::fopen((ready + ".stop").c_str(), "w")) std::fclose(stop);
+      return found;
+    });
+  };
+  const JobOutcome job = run_job({.ranks = 3,
+                                  .argv = {sibling_program("fault_program"), "steady"},
+                                  .env = {"RLX_STEADY_MS=30000", "RLX_STEADY_READY_FILE=" + ready,
+                                          "RLX_STEADY_STOP_FILE=" + ready + ".stop"},
+                                  .limit = 60s,
+                                  .while_running = inspect});
+  ASSERT_TRUE(inspection.valid());
+  const std::vector<std::string> listeners = inspection.get();
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << rank.out << rank.err;
+  EXPECT_EQ(listeners.size(), 3u);
+  for (const auto& line : listeners) {
+    EXPECT_TRUE(line.find(" 127.0.0.1:") != std::string::npos ||
+                line.find(" [::1]:") != std::string::npos)
+        << line;
+  }
 }
 
 TEST(TcpSetup, StaticTableOverIpv6WithoutACoordinator) {
