@@ -13,6 +13,9 @@
 //                                 sends 8 MiB that rank 1 already waits for, then 8 MiB
 //                                 nobody waits for yet
 //   fault_program peer_killed     the last rank kills itself mid-loop
+//   fault_program frozen          the last rank stops itself (SIGSTOP) mid-loop, and a
+//                                 helper kills it 10 s later; the others exit 3 once
+//                                 they report the timeout naming it (a failure for rlxrun)
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
 //                                 or until RLX_STEADY_STOP_FILE exists (strangers
@@ -84,6 +87,18 @@ bool expect_untouched_mismatch(rlx::Transport& group, std::size_t count, rlx::Re
   const bool untouched = group.backend() != "mpi" || data == before;
   if (!untouched) std::printf("FAILED: the mismatched all_reduce changed the buffer\n");
   return ok && untouched;
+}
+
+// Stops this process as SIGSTOP would from outside (a debugger, a frozen VM);
+// a helper process kills it after `seconds`, so no test waits on it forever.
+void freeze(unsigned seconds) {
+  const pid_t frozen = ::getpid();
+  if (::fork() == 0) {
+    ::sleep(seconds);
+    ::kill(frozen, SIGKILL);
+    ::_exit(0);
+  }
+  ::raise(SIGSTOP);
 }
 
 // The cap on early messages is for messages nobody waits for: the first 8 MiB
@@ -213,6 +228,19 @@ int main(int argc, char** argv) {
         group->all_sum(std::span(big));
       }
     });
+  } else if (mode == "frozen") {
+    const std::string named = "rank " + std::to_string(last) + " does not answer at all";
+    ok = expect_error(rlx::ErrorKind::timeout,
+                      [&] {
+                        std::vector<float> small(64, 1.0f);
+                        for (int i = 0;; ++i) {
+                          if (rank == last && i == 5) freeze(10);
+                          group->all_sum(std::span(small));
+                        }
+                      },
+                      {named});
+    std::fflush(stdout);
+    return ok ? 3 : 1;
   } else if (mode == "recv_timeout") {
     ok = rank != 0 || expect_error(rlx::ErrorKind::timeout, [&] { group->recv_bytes(1, 77); });
     // A receive that timed out leaves the transport usable. The others enter

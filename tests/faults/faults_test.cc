@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "tests/support/job_harness.h"
 #include "transport/socket_io.h"
@@ -94,6 +95,20 @@ TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
     EXPECT_TRUE(rank.exited_ok()) << describe(job);
     EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
     EXPECT_NE(rank.out.find("rank 3"), std::string::npos) << describe(job);
+  }
+}
+
+// A rank frozen by SIGSTOP: every survivor times out naming it (its progress
+// thread no longer answers pings), not the healthy neighbour it waited for.
+TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {
+  const JobOutcome job = run_mode("frozen", 4, {"RLX_TIMEOUT_S=2"});
+  ASSERT_EQ(job.ranks.size(), 4u);
+  EXPECT_TRUE(job.ranks[3].killed_by(SIGKILL)) << describe(job);
+  for (int r = 0; r < 3; ++r) {
+    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 3) << describe(job);
+    EXPECT_GE(reported_ms(rank.out), 1900) << describe(job);
+    EXPECT_LT(reported_ms(rank.out), 6000) << describe(job);
   }
 }
 

@@ -17,6 +17,8 @@ enum class FrameKind : std::uint8_t {
   collective = 2,  // one step of a collective (lane connections)
   abort = 3,       // the sender failed; the payload is its error message (p2p)
   close = 4,       // the sender is shutting down cleanly (p2p)
+  ping = 5,        // "do you still run?", from a rank whose collective timed out (p2p)
+  pong = 6,        // the answer, sent by the progress thread (p2p)
 };
 
 struct FrameHeader {

@@ -303,9 +303,12 @@ void LaneLinks::fail_timeout(const CollectiveCall& call, std::uint32_t step) {
           (pending.empty() ? "" : "; ") + std::string("sending to rank ") + std::to_string(s.peer);
     }
   }
+  const std::string silence = silence_probe_ ? silence_probe_() : "";
+  // Another rank may have found the cause meanwhile: its report wins.
+  latch_.rethrow_if_tripped();
   fail(ErrorKind::timeout, call, -1,
        "step " + std::to_string(step) + " did not complete within " +
-           std::to_string(timeout_.count()) + " ms: " + pending,
+           std::to_string(timeout_.count()) + " ms: " + pending + silence,
        "a rank that never reached this collective, or a network that stopped delivering "
        "(RLX_TIMEOUT_S sets the deadline)");
 }

@@ -46,6 +46,12 @@ class LaneLinks final : public Links {
   // Half-closes every lane (used at shutdown).
   void shutdown_send();
 
+  // Called when a step times out, before the error is built: returns what it
+  // found out about the ranks that stopped answering (appended to the
+  // error), so every survivor names the rank that is stuck, not only the
+  // neighbour it waited for. It may take a moment (a round trip to each peer).
+  void set_silence_probe(std::function<std::string()> probe) { silence_probe_ = std::move(probe); }
+
  private:
   struct SendState {
     int fd;
@@ -88,6 +94,7 @@ class LaneLinks final : public Links {
   bool yield_while_spinning_;
   FailureLatch& latch_;
   std::function<void(const CollectiveError&)> on_failure_;
+  std::function<std::string()> silence_probe_;
   std::vector<std::byte> staging_;  // one slice per (peer, lane)
   std::vector<std::byte> scratch_;
   std::vector<SendState> sends_;  // reused between steps: no allocation once warm

@@ -20,8 +20,13 @@ constexpr std::uint64_t kMaxAbortBytes = 64 * 1024;
 
 struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
   Reader(asio::io_context& io, int fd, int peer_rank, Mailbox& box, Hooks h,
-         std::atomic<bool>& closed)
-      : stream(io, fd), peer(peer_rank), mailbox(box), hooks(std::move(h)), peer_closed(closed) {}
+         std::atomic<bool>& closed, PeerChannel& owner)
+      : stream(io, fd),
+        peer(peer_rank),
+        mailbox(box),
+        hooks(std::move(h)),
+        peer_closed(closed),
+        channel(owner) {}
 
   void read_header() {
     asio::async_read(stream, asio::buffer(header),
@@ -52,6 +57,14 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
         return;  // nothing may follow a close
       case FrameKind::collective:
         return violation("a collective frame arrived on the point-to-point connection");
+      case FrameKind::ping:
+        if (h.length != 0) return violation("a ping with a payload");
+        channel.answer_ping();
+        return read_header();
+      case FrameKind::pong:
+        if (h.length != 0) return violation("a pong with a payload");
+        ++channel.pongs_;
+        return read_header();
     }
   }
 
@@ -144,13 +157,14 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
   std::atomic<bool>& peer_closed;
   EncodedHeader header{};
   std::vector<std::byte> payload;
+  PeerChannel& channel;  // outlives the reader's handlers: the io thread stops first
   std::uint64_t expected_sequence = 0;
 };
 
 PeerChannel::PeerChannel(asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks)
     : fd_(fd.get()) {
-  reader_ =
-      std::make_shared<Reader>(io, fd.release(), peer, mailbox, std::move(hooks), peer_closed_);
+  reader_ = std::make_shared<Reader>(io, fd.release(), peer, mailbox, std::move(hooks),
+                                     peer_closed_, *this);
 }
 
 PeerChannel::~PeerChannel() = default;
@@ -161,12 +175,31 @@ void PeerChannel::start() {
 
 void PeerChannel::send(FrameHeader header, std::span<const std::byte> payload, Deadline deadline,
                        int wake_fd) {
-  std::lock_guard lock(send_mutex_);
-  if (header.kind == FrameKind::message) header.sequence = send_sequence_++;
-  header.length = payload.size();
-  const auto encoded = encode(header);
-  const std::span<const std::byte> parts[] = {encoded, payload};
-  send_all(fd_, parts, deadline, wake_fd);
+  {
+    std::lock_guard lock(send_mutex_);
+    if (header.kind == FrameKind::message) header.sequence = send_sequence_++;
+    header.length = payload.size();
+    const auto encoded = encode(header);
+    const std::span<const std::byte> parts[] = {encoded, payload};
+    send_all(fd_, parts, deadline, wake_fd);
+  }
+  if (pong_owed_.load()) answer_ping();  // a ping arrived while this frame went out
+}
+
+void PeerChannel::ping(Deadline deadline) { send({.kind = FrameKind::ping}, {}, deadline, -1); }
+
+void PeerChannel::answer_ping() {
+  pong_owed_ = true;
+  std::unique_lock lock(send_mutex_, std::try_to_lock);
+  // Whoever holds the lock answers once its frame is out (send() checks
+  // after unlocking), so the progress thread never waits for a long send.
+  if (!lock.owns_lock() || !pong_owed_.exchange(false)) return;
+  try {
+    // A header fits any socket buffer: this does not wait in practice.
+    send_all(fd_, encode({.kind = FrameKind::pong}), Clock::now() + std::chrono::seconds(1), -1);
+  } catch (const IoError&) {
+    // The peer that asked is gone; its connection's end reports that.
+  }
 }
 
 void PeerChannel::shutdown_send() {

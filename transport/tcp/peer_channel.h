@@ -49,6 +49,13 @@ class PeerChannel {
   void shutdown_send();
   bool peer_has_closed() const { return peer_closed_.load(); }
 
+  // Liveness: ping() asks the peer's progress thread to answer; pongs()
+  // counts the answers received. A peer whose process is stopped or hung
+  // (its progress thread does not run) never answers, while one that is
+  // merely blocked in a collective does at once. Throws IoError.
+  void ping(Deadline deadline);
+  std::uint64_t pongs() const { return pongs_.load(); }
+
  private:
   struct Reader;
   std::shared_ptr<Reader> reader_;
@@ -56,6 +63,11 @@ class PeerChannel {
   std::mutex send_mutex_;
   std::uint64_t send_sequence_ = 0;  // guarded by send_mutex_
   std::atomic<bool> peer_closed_{false};
+  std::atomic<std::uint64_t> pongs_{0};
+  // A ping that arrived while another thread held the send lock: the holder
+  // answers it when its frame is out, so the progress thread never waits.
+  std::atomic<bool> pong_owed_{false};
+  void answer_ping();
 };
 
 }  // namespace rlx::tcp

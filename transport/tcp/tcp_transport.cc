@@ -1,5 +1,8 @@
 #include "transport/tcp/tcp_transport.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "collectives/algorithms.h"
 #include "transport/asio.h"
 #include "transport/endpoint.h"
@@ -131,6 +134,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
   links_ =
       std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), share_cores,
                                   latch_, [this](const CollectiveError& e) { fail(e, true); });
+  links_->set_silence_probe([this] { return describe_silent_peers(); });
   for (auto& channel : channels_) {
     if (channel) channel->start();
   }
@@ -185,6 +189,45 @@ void TcpTransport::fail(const CollectiveError& error, bool tell_peers) {
       // That peer is gone; the others still hear about it.
     }
   }
+}
+
+std::string TcpTransport::describe_silent_peers() {
+  constexpr auto kAnswerWithin = std::chrono::seconds(1);
+  const Deadline deadline = Clock::now() + std::min<Clock::duration>(kAnswerWithin, timeout());
+  std::vector<std::pair<int, std::uint64_t>> asked;  // peer, pongs before the ping
+  std::vector<int> silent;
+  for (std::size_t peer = 0; peer < channels_.size(); ++peer) {
+    PeerChannel* channel = channels_[peer].get();
+    if (channel == nullptr || channel->peer_has_closed()) continue;
+    const std::uint64_t before = channel->pongs();
+    try {
+      channel->ping(deadline);
+      asked.emplace_back(static_cast<int>(peer), before);
+    } catch (const IoError&) {
+      silent.push_back(static_cast<int>(peer));
+    }
+  }
+  const auto answered = [&](const std::pair<int, std::uint64_t>& ask) {
+    return channels_[static_cast<std::size_t>(ask.first)]->pongs() > ask.second;
+  };
+  while (Clock::now() < deadline && !latch_.tripped() &&
+         !std::all_of(asked.begin(), asked.end(), answered)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (const auto& ask : asked) {
+    if (!answered(ask)) silent.push_back(ask.first);
+  }
+  if (latch_.tripped()) return "";
+  if (silent.empty()) {
+    return "; every other rank's process still answers, so one of them has not reached this "
+           "collective";
+  }
+  std::sort(silent.begin(), silent.end());
+  std::string ranks;
+  for (int peer : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+  return std::string("; rank") + (silent.size() > 1 ? "s " : " ") + ranks +
+         (silent.size() > 1 ? " do" : " does") +
+         " not answer at all (the process is stopped or hung): the likely cause";
 }
 
 void TcpTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {

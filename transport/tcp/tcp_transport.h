@@ -44,6 +44,9 @@ class TcpTransport final : public LinksTransport {
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
   // Records the failure; `tell_peers` sends it to every other rank first.
   void fail(const CollectiveError& error, bool tell_peers);
+  // Pings every peer and names those whose progress thread does not answer
+  // within a second (stopped or hung processes); for timeout messages.
+  std::string describe_silent_peers();
   void close_gracefully();
 
   launch_env::LaunchEnv env_;

@@ -591,6 +591,10 @@ void Engine::on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index) {
     case tcp::FrameKind::collective:
       repost(p, index);
       return violation(p, "a collective step arrived as a SEND");
+    case tcp::FrameKind::ping:
+    case tcp::FrameKind::pong:
+      repost(p, index);
+      return violation(p, "a liveness probe, which only TCP's point-to-point connection carries");
   }
 }
 
