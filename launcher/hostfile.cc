@@ -1,6 +1,8 @@
 #include "launcher/hostfile.h"
 
 #include <charconv>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -158,11 +160,25 @@ std::vector<HostSlots> parse_mlx_hostfile(std::string_view text, std::string_vie
 }
 
 std::vector<HostSlots> read_hostfile(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw HostfileError(path + ": is a directory, not a hostfile");
+  }
   std::ifstream file(path);
   if (!file) throw HostfileError(path + ": cannot be read");
   std::ostringstream text;
   text << file.rdbuf();
   const std::string content = text.str();
+  // Quoting a binary file's "lines" back would print raw bytes to a terminal.
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(content[i]);
+    if ((byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r') || byte == 0x7f) {
+      char where[64];
+      std::snprintf(where, sizeof where, "byte 0x%02x at offset %zu", byte, i);
+      throw HostfileError(path + ": is not a text file (" + where +
+                          "); a hostfile lists hosts, as in hostfiles/");
+    }
+  }
   const auto first = content.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && content[first] == '[') return parse_mlx_hostfile(content, path);
   return parse_openmpi_hostfile(content, path);

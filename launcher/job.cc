@@ -1,11 +1,16 @@
 #include "launcher/job.h"
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +19,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -35,6 +41,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr auto kKillGrace = std::chrono::seconds(5);
+// After a rank fails, how long the others have to report the failure (which
+// reaches them within milliseconds) and exit on their own before SIGTERM, so
+// their own errors are not lost.
+constexpr auto kReportGrace = std::chrono::seconds(1);
 // After the last rank exits, output still in flight is read for this long.
 constexpr auto kDrainGrace = std::chrono::seconds(1);
 
@@ -60,23 +70,53 @@ bool is_rlx_variable(std::string_view entry) {
   return entry.starts_with("RLX_") || entry.starts_with("OMPI_COMM_WORLD_");
 }
 
-// This rank's RLX_ settings, then the user's --env (which win).
+// What rlxrun sets for each rank and job, so never passes on from its own
+// environment (RLX_BACKEND and RLX_IFNAME do, unless a flag sets them).
+bool is_per_job_variable(std::string_view entry) {
+  for (const char* name :
+       {launch_env::kRank, launch_env::kWorldSize, launch_env::kLocalRank, launch_env::kLocalSize,
+        launch_env::kJobToken, launch_env::kCoordinator, launch_env::kHostfile}) {
+    const std::string_view view(name);
+    if (entry.starts_with(view) && entry.size() > view.size() && entry[view.size()] == '=') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The RLX_* settings of rlxrun's own environment (RLX_TIMEOUT_S, ...), which
+// every rank, local or remote, gets as rlxrun has them.
+std::vector<std::string> inherited_settings() {
+  std::vector<std::string> settings;
+  for (const std::string& entry : environment_with({}, nullptr)) {
+    if (entry.starts_with("RLX_") && !is_per_job_variable(entry)) settings.push_back(entry);
+  }
+  return settings;
+}
+
+// rlxrun's RLX_ settings, then this rank's, then the user's --env (later wins).
 std::vector<std::string> rank_variables(const Options& options, int rank,
                                         const Placement& placement, const std::string& token,
                                         const std::string& coordinator) {
-  std::vector<std::string> env;
+  std::vector<std::string> env = inherited_settings();
   auto set = [&env](const char* name, const std::string& value) {
-    env.push_back(std::string(name) + "=" + value);
+    const std::string prefix = std::string(name) + "=";
+    std::erase_if(env, [&](const std::string& entry) { return entry.starts_with(prefix); });
+    env.push_back(prefix + value);
   };
   set(launch_env::kRank, std::to_string(rank));
   set(launch_env::kWorldSize, std::to_string(options.num_ranks));
   set(launch_env::kLocalRank, std::to_string(placement.local_rank));
   set(launch_env::kLocalSize, std::to_string(placement.local_size));
-  set(launch_env::kBackend, options.backend);
+  if (!options.backend.empty()) {
+    set(launch_env::kBackend, options.backend);
+  } else if (std::getenv(launch_env::kBackend) == nullptr) {
+    set(launch_env::kBackend, "tcp");
+  }
   set(launch_env::kJobToken, token);
   set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
-  for (const auto& [name, value] : options.env) env.push_back(name + "=" + value);
+  for (const auto& [name, value] : options.env) set(name.c_str(), value);
   return env;
 }
 
@@ -87,30 +127,76 @@ std::string current_directory() {
 
 // Where the rendezvous listens: loopback for a job on this machine only;
 // otherwise --ifname's address, or the one that routes to the first remote host.
+// Every remote host must resolve and be routable (source_address_towards
+// throws naming it otherwise), before any rank starts.
 std::string rendezvous_host(const Options& options, const std::vector<Placement>& placements) {
+  std::optional<std::string> towards_first_remote;
+  std::set<std::string> checked;
   for (const auto& where : placements) {
-    if (is_local_host(where.host)) continue;
-    if (!options.ifname.empty()) return interface_address(options.ifname);
-    return source_address_towards(where.host);
+    if (!checked.insert(where.host).second || is_local_host(where.host)) continue;
+    const std::string source = source_address_towards(where.host);
+    if (!towards_first_remote) towards_first_remote = source;
   }
-  return "127.0.0.1";
+  if (!towards_first_remote) return "127.0.0.1";
+  return options.ifname.empty() ? *towards_first_remote : interface_address(options.ifname);
 }
 
-std::chrono::milliseconds start_deadline(const Options& options) {
-  std::optional<std::string> text;
-  if (const char* value = std::getenv(launch_env::kConnectTimeout)) text = value;
-  for (const auto& [name, value] : options.env) {
-    if (name == launch_env::kConnectTimeout) text = value;
-  }
-  double seconds = 60;
-  if (text) {
-    try {
-      seconds = std::stod(*text);
-    } catch (const std::exception&) {
-      // The ranks report a malformed value themselves.
+// The settings the ranks will read (RLX_CONNECT_TIMEOUT_S, RLX_TCP_LANES, ...),
+// parsed by the library's own parser from what rank_variables gives them, so
+// a malformed value is an error before any rank starts.
+launch_env::LaunchEnv rank_settings(const Options& options) {
+  const auto variables = rank_variables(options, 0, {.local_size = 1}, "", "");
+  return launch_env::parse([&](const char* name) -> const char* {
+    const std::string prefix = std::string(name) + "=";
+    for (const auto& entry : variables) {
+      if (entry.starts_with(prefix)) return entry.c_str() + prefix.size();
     }
+    return nullptr;
+  });
+}
+
+// Files this system can still open: fs.file-max less those open now.
+std::optional<std::uint64_t> system_files_left() {
+  std::ifstream max_file("/proc/sys/fs/file-max");
+  std::ifstream open_now("/proc/sys/fs/file-nr");
+  std::uint64_t max = 0;
+  std::uint64_t used = 0;
+  if (!(max_file >> max) || !(open_now >> used) || used > max) return std::nullopt;
+  return max - used;
+}
+
+// Every TCP rank holds 1 + RLX_TCP_LANES connections to each other rank. A
+// job whose local ranks cannot open that many files would fail only at the
+// connect deadline, with a different error on each rank: refuse it now.
+void check_descriptor_budget(const Options& options, const std::vector<Placement>& placements,
+                             const launch_env::LaunchEnv& settings) {
+  if (settings.backend != "tcp" && settings.backend != "any") return;
+  const auto local_ranks = static_cast<std::uint64_t>(
+      std::count_if(placements.begin(), placements.end(),
+                    [](const Placement& p) { return is_local_host(p.host); }));
+  if (local_ranks == 0) return;
+  constexpr std::uint64_t kProgramsOwn = 64;  // stdio, the progress thread's, the program's files
+  const auto others = static_cast<std::uint64_t>(options.num_ranks - 1);
+  const std::uint64_t per_rank =
+      static_cast<std::uint64_t>(1 + settings.tcp_lanes) * others + kProgramsOwn;
+  const std::string why = " (1 + RLX_TCP_LANES = " + std::to_string(1 + settings.tcp_lanes) +
+                          " connections to each of the other " + std::to_string(others) + " ranks)";
+  const std::string fixes = ": lower RLX_TCP_LANES or start fewer ranks per host";
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY &&
+      per_rank > files.rlim_cur) {
+    throw std::runtime_error(std::to_string(options.num_ranks) + " ranks need about " +
+                             std::to_string(per_rank) + " open files each" + why +
+                             ", above the limit of " + std::to_string(files.rlim_cur) +
+                             " (ulimit -n)" + fixes + ", or raise the limit");
   }
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+  const auto left = system_files_left();
+  if (left && local_ranks * per_rank > *left) {
+    throw std::runtime_error(std::to_string(local_ranks) + " ranks on this host need about " +
+                             std::to_string(local_ranks * per_rank) + " open files together" + why +
+                             ", more than the " + std::to_string(*left) +
+                             " the system has left (fs.file-max)" + fixes);
+  }
 }
 
 }  // namespace
@@ -144,11 +230,37 @@ int exit_code_of(int status) {
 void say(const std::string& message) { write_all(STDERR_FILENO, "rlxrun: " + message + "\n"); }
 
 int open_copy_file(const std::string& dir, int rank, const char* stream) {
-  if (dir.empty()) return -1;
   const std::string path = dir + "/rank." + std::to_string(rank) + "." + stream;
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + strerror(errno));
+  if (fd < 0)
+    throw std::runtime_error("--output-dir: cannot write " + path + ": " + strerror(errno));
   return fd;
+}
+
+// Every rank's stdout and stderr copy under --output-dir (-1 without it),
+// opened before any rank starts, so a directory that cannot take them is a
+// command-line error and not a half-started job.
+std::vector<std::array<int, 2>> open_copy_files(const Options& options) {
+  std::vector<std::array<int, 2>> fds(static_cast<std::size_t>(options.num_ranks), {-1, -1});
+  if (options.output_dir.empty()) return fds;
+  if (mkdir(options.output_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw std::runtime_error("--output-dir: cannot create " + options.output_dir + ": " +
+                             strerror(errno));
+  }
+  try {
+    for (int r = 0; r < options.num_ranks; ++r) {
+      fds[static_cast<std::size_t>(r)] = {open_copy_file(options.output_dir, r, "out"),
+                                          open_copy_file(options.output_dir, r, "err")};
+    }
+  } catch (...) {
+    for (auto& pair : fds) {
+      for (int fd : pair) {
+        if (fd >= 0) close(fd);
+      }
+    }
+    throw;
+  }
+  return fds;
 }
 
 struct RankState {
@@ -157,6 +269,7 @@ struct RankState {
   bool remote = false;  // pid is then the local ssh client that runs the rank's agent
   pid_t pid = -1;
   bool running = false;
+  int stopped_by = 0;     // the signal that stopped it (SIGSTOP, ...), 0 while it runs
   int fds[2] = {-1, -1};  // stdout, stderr read ends; -1 once closed
   std::unique_ptr<TaggedOutput> outputs[2];
 };
@@ -168,7 +281,8 @@ class Job {
   int run();
 
  private:
-  void start_ranks();
+  void start_ranks(const std::string& rendezvous_address, std::chrono::milliseconds connect_timeout,
+                   std::vector<std::array<int, 2>> copy_fds);
   ChildProcess start_rank(int rank, const std::string& token, const std::string& coordinator);
   void show_start_progress();
   void loop();
@@ -176,7 +290,12 @@ class Job {
   void read_output(RankState& rank, int stream);
   void handle_signals();
   void reap();
-  void stop_all(const std::string& why, int exit_code);
+  // Ends the job with `exit_code`: the running ranks get `grace` to exit on
+  // their own, then SIGTERM, then SIGKILL after kKillGrace.
+  void stop_all(const std::string& why, int exit_code,
+                std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+  void terminate_running();
+  std::string describe_stopped() const;
   void check_deadlines();
   std::optional<Clock::time_point> next_deadline() const;
   bool anything_running() const;
@@ -192,16 +311,31 @@ class Job {
   int exit_code_ = 0;
   bool stopping_ = false;
   std::optional<Clock::time_point> job_deadline_;
+  std::optional<Clock::time_point> term_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<Clock::time_point> drain_deadline_;
 };
 
 int Job::run() {
+  // Everything a command line or hostfile can get wrong is found before any
+  // rank starts, and exits 2 like the option parser's errors.
+  std::string rendezvous_address;
+  std::chrono::milliseconds connect_timeout{};
+  std::vector<std::array<int, 2>> copy_fds;
+  try {
+    rendezvous_address = rendezvous_host(options_, placements_);
+    const launch_env::LaunchEnv settings = rank_settings(options_);
+    check_descriptor_budget(options_, placements_, settings);
+    connect_timeout = settings.connect_timeout;
+    copy_fds = open_copy_files(options_);
+  } catch (const std::exception& error) {
+    say(error.what());
+    return 2;
+  }
   signal_fd_ = watch_process_signals();
-  if (!options_.output_dir.empty()) mkdir(options_.output_dir.c_str(), 0755);
   if (options_.job_timeout) job_deadline_ = Clock::now() + *options_.job_timeout;
   try {
-    start_ranks();
+    start_ranks(rendezvous_address, connect_timeout, std::move(copy_fds));
   } catch (const std::exception& error) {
     stop_all(error.what(), 127);
   }
@@ -210,12 +344,13 @@ int Job::run() {
   return exit_code_;
 }
 
-void Job::start_ranks() {
+void Job::start_ranks(const std::string& rendezvous_address,
+                      std::chrono::milliseconds connect_timeout,
+                      std::vector<std::array<int, 2>> copy_fds) {
   const std::string token = fresh_job_token();
   // rlxrun hosts the rendezvous: it knows its own address, so there is no
   // port to guess, and it can name ranks that never arrive.
-  rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token,
-                                                     rendezvous_host(options_, placements_));
+  rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token, rendezvous_address);
   const std::string coordinator = rendezvous_->address().to_string();
   ranks_.resize(static_cast<std::size_t>(options_.num_ranks));
   std::vector<std::string> hosts;
@@ -225,17 +360,20 @@ void Job::start_ranks() {
     state.host = placements_[static_cast<std::size_t>(r)].host;
     state.remote = !is_local_host(state.host);
     hosts.push_back(state.host);
+    // The output first: a rank that fails to start still has its streams' state.
+    const auto [out_copy, err_copy] = copy_fds[static_cast<std::size_t>(r)];
+    copy_fds[static_cast<std::size_t>(r)] = {-1, -1};
+    state.outputs[0] =
+        std::make_unique<TaggedOutput>(r, options_.tag_output, STDOUT_FILENO, out_copy);
+    state.outputs[1] =
+        std::make_unique<TaggedOutput>(r, options_.tag_output, STDERR_FILENO, err_copy);
     const ChildProcess child = start_rank(r, token, coordinator);
     state.pid = child.pid;
     state.running = true;
     state.fds[0] = child.stdout_fd;
     state.fds[1] = child.stderr_fd;
-    state.outputs[0] = std::make_unique<TaggedOutput>(
-        r, options_.tag_output, STDOUT_FILENO, open_copy_file(options_.output_dir, r, "out"));
-    state.outputs[1] = std::make_unique<TaggedOutput>(
-        r, options_.tag_output, STDERR_FILENO, open_copy_file(options_.output_dir, r, "err"));
   }
-  progress_ = std::make_unique<StartProgress>(std::move(hosts), start_deadline(options_),
+  progress_ = std::make_unique<StartProgress>(std::move(hosts), connect_timeout,
                                               isatty(STDERR_FILENO) != 0);
 }
 
@@ -349,37 +487,65 @@ void Job::handle_signals() {
 
 void Job::reap() {
   int status = 0;
-  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+  for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG | WUNTRACED | WCONTINUED)) > 0;) {
     for (auto& rank : ranks_) {
       if (rank.pid != pid) continue;
+      if (WIFSTOPPED(status) || WIFCONTINUED(status)) {
+        rank.stopped_by = WIFSTOPPED(status) ? WSTOPSIG(status) : 0;
+        continue;
+      }
       rank.running = false;
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
       if (failed && !stopping_) {
         const std::string where =
             rank.remote ? "on " + rank.host : "pid " + std::to_string(pid) + " on " + rank.host;
         stop_all("rank " + std::to_string(rank.rank) + " (" + where + ") " +
-                     describe_status(status, rank.remote),
-                 exit_code_of(status));
+                     describe_status(status, rank.remote) + describe_stopped(),
+                 exit_code_of(status), kReportGrace);
       }
     }
   }
 }
 
-void Job::stop_all(const std::string& why, int exit_code) {
+// Ranks stopped by a signal answer nobody: when others time out, these are
+// the ones they were waiting for.
+std::string Job::describe_stopped() const {
+  std::string text;
+  for (const auto& rank : ranks_) {
+    if (!rank.running || rank.stopped_by == 0) continue;
+    text += "; rank " + std::to_string(rank.rank) + " (pid " + std::to_string(rank.pid) + " on " +
+            rank.host + ") is stopped by SIG" + sigabbrev_np(rank.stopped_by) +
+            " and answers nobody";
+  }
+  return text;
+}
+
+void Job::stop_all(const std::string& why, int exit_code, std::chrono::milliseconds grace) {
   if (stopping_) return;
   stopping_ = true;
   exit_code_ = exit_code;
   show_start_progress();
   stdin_relay_.close_target();
   int others = 0;
+  for (const auto& rank : ranks_) others += rank.running ? 1 : 0;
+  std::string what = why;
+  if (others > 0) {
+    what += "; stopping " + std::to_string(others) + " running rank" + (others == 1 ? "" : "s");
+    if (grace.count() > 0) what += " (after " + std::to_string(grace.count()) + " ms to report)";
+  }
+  say(what);
+  term_deadline_ = Clock::now() + grace;
+  if (grace.count() == 0) terminate_running();
+}
+
+void Job::terminate_running() {
+  term_deadline_.reset();
   for (const auto& rank : ranks_) {
     if (!rank.running) continue;
-    ++others;
     killpg(rank.pid, SIGTERM);
+    if (rank.stopped_by != 0)
+      killpg(rank.pid, SIGCONT);  // a stopped process acts on SIGTERM only once continued
   }
-  say(why + (others > 0 ? "; stopping " + std::to_string(others) + " running rank" +
-                              (others == 1 ? "" : "s")
-                        : ""));
   kill_deadline_ = Clock::now() + kKillGrace;
 }
 
@@ -395,6 +561,7 @@ void Job::check_deadlines() {
     job_deadline_.reset();
     stop_all("--timeout reached; still running: " + describe_ranks(running, hosts), 124);
   }
+  if (term_deadline_ && now >= *term_deadline_) terminate_running();
   if (kill_deadline_ && now >= *kill_deadline_) {
     for (const auto& rank : ranks_) {
       if (rank.running) killpg(rank.pid, SIGKILL);
@@ -405,7 +572,7 @@ void Job::check_deadlines() {
 
 std::optional<Clock::time_point> Job::next_deadline() const {
   std::optional<Clock::time_point> next;
-  for (const auto& deadline : {job_deadline_, kill_deadline_, drain_deadline_}) {
+  for (const auto& deadline : {job_deadline_, term_deadline_, kill_deadline_, drain_deadline_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   return next;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -49,7 +50,7 @@ struct ChildPipes {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
   if (spec.stdin_mode == StdinMode::null) {
-    const int null_fd = open("/dev/null", O_RDONLY);
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     dup2(null_fd, STDIN_FILENO);
   } else if (spec.stdin_mode == StdinMode::pipe) {
     dup2(pipes.in.read_end, STDIN_FILENO);
@@ -58,6 +59,9 @@ struct ChildPipes {
     dup2(pipes.out.write_end, STDOUT_FILENO);
     dup2(pipes.err.write_end, STDERR_FILENO);
   }
+  // Nothing else of rlxrun's (the rendezvous socket, other ranks' pipes) may
+  // reach the rank: a rank holding them would keep them open after rlxrun.
+  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
   if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
     const int code = errno;
     (void)!write(exec_error.write_end, &code, sizeof code);

@@ -18,7 +18,7 @@ class UsageError : public std::runtime_error {
 
 struct Options {
   int num_ranks = 0;
-  std::string backend = "tcp";
+  std::string backend;  // --backend; empty: RLX_BACKEND from rlxrun's environment, else tcp
   std::string ifname;
   std::optional<std::chrono::milliseconds> job_timeout;  // --timeout: the whole job
   std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order

@@ -3,9 +3,11 @@
 // outlives it), --timeout, --output-dir and bad command lines.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include "tests/support/subprocess.h"
 
@@ -207,6 +209,188 @@ TEST_F(Rlxrun, BrokenHostfilesAndTooFewSlotsExitTwoNamingTheProblem) {
                 .wait(10s)
                 .exit_code(),
             0);
+}
+
+// Rank 2 freezes (SIGSTOP); the others time out naming it and exit 3. rlxrun
+// names the stopped rank too, and ends the job within a second of the
+// first report (the frozen rank is continued so SIGTERM reaches it), long
+// before the test's own helper would kill it (10 s).
+TEST_F(Rlxrun, AFrozenRankIsNamedAndTheJobEndsWithinTheGrace) {
+  const auto start = std::chrono::steady_clock::now();
+  Subprocess job({RLXRUN, "-n", "3", "--env", "RLX_TIMEOUT_S=2", FAULT_PROGRAM, "frozen"});
+  const Finished f = job.wait(30s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(f.exit_code(), 3) << f.out << f.err;
+  EXPECT_NE(f.err.find(") is stopped by SIGSTOP and answers nobody"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("rank 2 (pid"), std::string::npos) << f.err;
+  EXPECT_LT(took, 8s) << f.err;
+  // Both survivors' own reports reach the output: the first to exit does not
+  // take the other down before it prints.
+  for (const char* tag : {"[0] RESULT kind=timeout", "[1] RESULT kind=timeout"}) {
+    EXPECT_NE(f.out.find(tag), std::string::npos) << f.out;
+  }
+}
+
+// Every rank of a mismatch reports it before rlxrun stops the job (one run
+// in three lost ranks 1 and 2's messages when the others were stopped at once).
+TEST_F(Rlxrun, EveryRanksOwnErrorReachesTheOutputBeforeTeardown) {
+  for (int run = 0; run < 5; ++run) {
+    Subprocess job({RLXRUN, "-n", "3", "sh", "-c",
+                    std::string(FAULT_PROGRAM) + " mismatch_op && exit 3; exit 1"});
+    const Finished f = job.wait(30s);
+    EXPECT_EQ(f.exit_code(), 3) << f.err;
+    for (const char* tag :
+         {"[0] RESULT kind=collective mismatch", "[1] RESULT kind=collective mismatch",
+          "[2] RESULT kind=collective mismatch"}) {
+      EXPECT_NE(f.out.find(tag), std::string::npos) << "run " << run << "\n" << f.out;
+    }
+  }
+}
+
+TEST_F(Rlxrun, AnOutputDirThatCannotBeWrittenExitsTwoBeforeAnyRankStarts) {
+  const fs::path file = pids_dir_ / "a-file";
+  std::ofstream(file) << "not a directory";
+  const fs::path marker = pids_dir_ / "ran";
+  const Finished f = Subprocess({RLXRUN, "-n", "2", "--output-dir", (file / "out").string(), "sh",
+                                 "-c", "touch " + marker.string()})
+                         .wait(30s);
+  EXPECT_EQ(f.exit_code(), 2) << f.err;
+  EXPECT_NE(f.err.find("--output-dir: cannot create " + (file / "out").string()), std::string::npos)
+      << f.err;
+  EXPECT_FALSE(fs::exists(marker));
+}
+
+TEST_F(Rlxrun, ItsOwnRlxSettingsReachEveryRankAndEnvFlagsWin) {
+  Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_TCP_LANES=3", "sh", "-c",
+                  "echo settings $RLX_TIMEOUT_S $RLX_TCP_LANES $RLX_RANK"},
+                 {"RLX_TIMEOUT_S=20", "RLX_TCP_LANES=1", "RLX_RANK=7"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.out.find("[0] settings 20 3 0"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("[1] settings 20 3 1"), std::string::npos) << f.out;
+}
+
+TEST_F(Rlxrun, AMalformedSettingInItsEnvironmentExitsTwoNamingIt) {
+  const Finished f = Subprocess({RLXRUN, "-n", "2", "true"}, {"RLX_TIMEOUT_S=soon"}).wait(30s);
+  EXPECT_EQ(f.exit_code(), 2) << f.err;
+  EXPECT_NE(f.err.find("RLX_TIMEOUT_S='soon' is not valid"), std::string::npos) << f.err;
+}
+
+TEST_F(Rlxrun, RanksInheritNoneOfItsDescriptors) {
+  // ls's own directory handle is 3; anything above is rlxrun's (its
+  // rendezvous socket, other ranks' pipes) leaking into the rank.
+  Subprocess job({RLXRUN, "-n", "2", "ls", "/proc/self/fd"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  std::istringstream lines(f.out);
+  int listed = 0;
+  for (std::string tag, fd; lines >> tag >> fd; ++listed) {
+    EXPECT_LE(std::stoi(fd), 3) << f.out;
+  }
+  EXPECT_GE(listed, 6) << f.out;  // 0 1 2 3 on each of two ranks, at least
+}
+
+TEST_F(Rlxrun, AnUnknownHostExitsTwoNamingIt) {
+  const Finished f =
+      Subprocess({RLXRUN, "-n", "2", "-H", "localhost,no-such-host.invalid", "true"}).wait(30s);
+  EXPECT_EQ(f.exit_code(), 2) << f.err;
+  EXPECT_NE(f.err.find("no-such-host.invalid"), std::string::npos) << f.err;
+}
+
+TEST_F(Rlxrun, ADirectoryOrABinaryFileAsHostfileExitsTwoSayingWhat) {
+  const Finished directory =
+      Subprocess({RLXRUN, "-n", "2", "--hostfile", pids_dir_.string(), "true"}).wait(10s);
+  EXPECT_EQ(directory.exit_code(), 2);
+  EXPECT_NE(directory.err.find("is a directory"), std::string::npos) << directory.err;
+  const fs::path binary = pids_dir_ / "binary";
+  std::ofstream(binary, std::ios::binary) << std::string("host\x01\x02\x1b[31m\0\xff", 10);
+  const Finished raw =
+      Subprocess({RLXRUN, "-n", "2", "--hostfile", binary.string(), "true"}).wait(10s);
+  EXPECT_EQ(raw.exit_code(), 2);
+  EXPECT_NE(raw.err.find("is not a text file (byte 0x01 at offset 4)"), std::string::npos)
+      << raw.err;
+  EXPECT_EQ(raw.err.find('\x1b'), std::string::npos) << "raw bytes echoed";
+}
+
+TEST_F(Rlxrun, MoreRanksThanTheFileLimitAllowsAreRefusedUpFront) {
+  const Finished f =
+      Subprocess({"prlimit", "--nofile=256:256", RLXRUN, "-n", "200", "true"}).wait(30s);
+  EXPECT_EQ(f.exit_code(), 2) << f.err;
+  EXPECT_NE(f.err.find("200 ranks need about 661 open files each"), std::string::npos) << f.err;
+  EXPECT_NE(f.err.find("ulimit -n"), std::string::npos) << f.err;
+}
+
+// Random command lines from rlxrun's own vocabulary and junk: every one ends
+// in a clean exit (0, 1, 2, 124 or 127), never a crash or a hang.
+TEST_F(Rlxrun, NoCommandLineCrashesIt) {
+  const std::vector<std::string> words = {"-n",
+                                          "--np",
+                                          "0",
+                                          "1",
+                                          "2",
+                                          "-1",
+                                          "99999999999",
+                                          "--hostfile",
+                                          "/nonexistent",
+                                          "-H",
+                                          "localhost:2",
+                                          "localhost:x",
+                                          ",,",
+                                          "--oversubscribe",
+                                          "--rsh",
+                                          "",
+                                          "--backend",
+                                          "tcp",
+                                          "verbs",
+                                          "nccl",
+                                          "--ifname",
+                                          "nope0",
+                                          "--timeout",
+                                          "0.2",
+                                          "-5",
+                                          "nan",
+                                          "--env",
+                                          "A=B",
+                                          "=",
+                                          "RLX_TIMEOUT_S=x",
+                                          "-x",
+                                          "--cwd",
+                                          "/nonexistent",
+                                          "--tag-output",
+                                          "--no-tag-output",
+                                          "--output-dir",
+                                          (pids_dir_ / "o").string(),
+                                          "--dry-run",
+                                          "--help",
+                                          "--version",
+                                          "--",
+                                          "-",
+                                          "true",
+                                          "false",
+                                          "--remote-agent",
+                                          std::string(300, 'n'),
+                                          "\xff\xfe"};
+  std::uint64_t state = 0x9e3779b97f4a7c15u;
+  auto next = [&state](std::size_t bound) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return static_cast<std::size_t>(state % bound);
+  };
+  for (int trial = 0; trial < 120; ++trial) {
+    std::vector<std::string> argv{RLXRUN};
+    const std::size_t length = 1 + next(7);
+    for (std::size_t i = 0; i < length; ++i) argv.push_back(words[next(words.size())]);
+    if (next(2) == 0) argv.push_back("true");
+    const Finished f = Subprocess(argv).wait(20s);
+    std::string line;
+    for (const auto& word : argv) line += " '" + word + "'";
+    EXPECT_FALSE(f.timed_out) << line;
+    EXPECT_TRUE(WIFEXITED(f.status)) << line << " ended by a signal: " << f.err;
+    const int code = f.exit_code();
+    EXPECT_TRUE(code == 0 || code == 1 || code == 2 || code == 124 || code == 127)
+        << line << " exited " << code << ": " << f.err;
+  }
 }
 
 }  // namespace
