@@ -57,6 +57,12 @@ TEST(VerbsFaults, MismatchedSizesFailEveryRankWithAMismatchNamingBothCalls) {
   EXPECT_NE(describe(job).find("2000 x f32"), std::string::npos) << describe(job);
 }
 
+TEST(VerbsFaults, TheEarlyMessageCapSparesMessagesAReceiverWaitsFor) {
+  const JobOutcome job =
+      run_mode("message_over_cap", 2, {"RLX_TIMEOUT_S=30", "RLX_UNEXPECTED_BYTES=1048576"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+}
+
 TEST(VerbsFaults, DifferentCollectivesFailEveryRankWithAMismatch) {
   const JobOutcome job = run_mode("mismatch_kind", 2, {"RLX_TIMEOUT_S=60"});
   for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);

@@ -144,6 +144,7 @@ struct Engine::Peer {
   bool p2p_sending = false;
   std::uint64_t p2p_expected = 0;
   bool assembling = false;
+  bool assembling_awaited = false;  // a receiver waited for it when it began: no cap
   tcp::FrameHeader assembling_frame;
   std::vector<std::byte> assembly;
   std::size_t assembled = 0;
@@ -645,15 +646,22 @@ void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
                               std::to_string(h.frame.sequence) + ") out of order");
     }
     ++p.p2p_expected;
-    if (h.frame.length > mailbox_.byte_cap()) {
+    // A receiver already waiting takes a message of any length; only bytes
+    // held for nobody count against the cap.
+    const bool awaited = (p.waiter != nullptr && p.waiter->tag == h.frame.tag) ||
+                         mailbox_.awaited(p.rank, h.frame.tag);
+    if (!awaited && h.frame.length > mailbox_.byte_cap()) {
       return fail(CollectiveError(ErrorKind::resource_exhausted, site("receive", p.rank),
                                   "rank " + std::to_string(p.rank) + " sent a " +
-                                      format_bytes(h.frame.length) +
-                                      " message; at most RLX_UNEXPECTED_BYTES = " +
-                                      format_bytes(mailbox_.byte_cap()) + " can be held"),
+                                      format_bytes(h.frame.length) + " message (tag " +
+                                      std::to_string(h.frame.tag) +
+                                      ") that no recv_bytes waited for; at most "
+                                      "RLX_UNEXPECTED_BYTES = " +
+                                      format_bytes(mailbox_.byte_cap()) + " can be held for later"),
                   true);
     }
     p.assembling = true;
+    p.assembling_awaited = awaited;
     p.assembling_frame = h.frame;
     p.assembly.resize(h.frame.length);
     p.assembled = 0;
@@ -668,19 +676,19 @@ void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
   p.assembled += bytes;
   if (p.assembled == p.assembly.size()) {
     p.assembling = false;
-    deliver(p, p.assembling_frame.tag, std::move(p.assembly));
+    deliver(p, p.assembling_frame.tag, std::move(p.assembly), p.assembling_awaited);
     p.assembly = {};
   }
 }
 
-void Engine::deliver(Peer& p, Tag tag, std::vector<std::byte> message) {
+void Engine::deliver(Peer& p, Tag tag, std::vector<std::byte> message, bool awaited) {
   ++mailbox_events_;
   if (p.waiter != nullptr && p.waiter->tag == tag) {
     p.waiter->message = std::move(message);
     p.waiter = nullptr;
     return;
   }
-  if (!mailbox_.deliver(p.rank, tag, std::move(message))) {
+  if (!mailbox_.deliver(p.rank, tag, std::move(message), awaited)) {
     fail(CollectiveError(ErrorKind::resource_exhausted, site("receive", p.rank),
                          "messages received but not yet passed to recv_bytes exceed "
                          "RLX_UNEXPECTED_BYTES = " +

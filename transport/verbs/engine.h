@@ -116,7 +116,9 @@ class Engine {
   void consume_held(Peer& p);
   void on_send_done(Peer& p, const ibv_wc& wc, std::uint32_t kind, std::uint32_t index);
   void completion_failed(Peer& p, std::uint32_t kind, const ibv_wc& wc, std::size_t bytes);
-  void deliver(Peer& p, Tag tag, std::vector<std::byte> message);
+  // Into the waiting receiver or the mailbox; `awaited` messages (a receiver
+  // waited when they began) are not held against the cap.
+  void deliver(Peer& p, Tag tag, std::vector<std::byte> message, bool awaited = false);
   void apply_credits(Peer& p, const Credits& credits);
   void repost(Peer& p, std::uint32_t index);
   void flush_credits();
