@@ -6,6 +6,8 @@
 //                                   rlx::init must refuse with a clear error
 //   mpi_program collective_timeout  rank 1 never joins rank 0's all_sum: the
 //                                   watchdog must report it and abort the job
+//   mpi_program frozen              the last rank stops itself (SIGSTOP) inside a loop
+//                                   of all_sums: the others' watchdogs must name it
 //
 // Each prints "<mode>: rank R ok" when its checks pass and exits non-zero otherwise.
 #include <chrono>
@@ -17,6 +19,8 @@
 #include <vector>
 
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "rlx/rlx.h"
 
@@ -102,6 +106,24 @@ int collective_timeout() {
   return 1;
 }
 
+int frozen() {
+  auto group = rlx::init();
+  const int last = group->world_size() - 1;
+  std::vector<float> values(64, 1.0f);
+  for (int i = 0;; ++i) {
+    if (group->rank() == last && i == 5) {
+      const pid_t self = ::getpid();
+      if (::fork() == 0) {  // so nothing waits on the frozen rank for ever
+        ::sleep(20);
+        ::kill(self, SIGKILL);
+        ::_exit(0);
+      }
+      ::raise(SIGSTOP);
+    }
+    group->all_sum(std::span(values));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -110,10 +132,11 @@ int main(int argc, char** argv) {
     if (mode == "user_init") return user_init();
     if (mode == "user_init_single") return user_init_single();
     if (mode == "collective_timeout") return collective_timeout();
+    if (mode == "frozen") return frozen();
   } catch (const rlx::Error& error) {
     std::fprintf(stderr, "%s: %s\n", mode.c_str(), error.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: mpi_program user_init|user_init_single|collective_timeout\n");
+  std::fprintf(stderr, "usage: mpi_program user_init|user_init_single|collective_timeout|frozen\n");
   return 2;
 }

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "transport/log.h"
 #include "transport/mpi/backoff.h"
@@ -154,9 +156,12 @@ MpiTransport::Position MpiTransport::join_world(const launch_env::LaunchEnv& env
 MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position)
     : Transport(position.rank, position.world_size, "mpi", env.timeout),
       options_(options),
-      watchdog_(env.timeout, [this](const WatchedCall& call, std::chrono::milliseconds waited) {
-        abort_on_deadline(call, waited);
-      }) {
+      watchdog_(
+          env.timeout,
+          [this](const WatchedCall& call, std::chrono::milliseconds waited) {
+            abort_on_deadline(call, waited);
+          },
+          [this] { answer_probes(); }) {
   if (options_.max_message_bytes < 64 || options_.max_message_bytes > INT_MAX) {
     throw CollectiveError(ErrorKind::invalid_argument, site("init mpi"),
                           "max_message_bytes is " + std::to_string(options_.max_message_bytes) +
@@ -176,10 +181,18 @@ MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options,
   if (code != MPI_SUCCESS) throw mpi_error(code, site("init mpi"), "MPI_Comm_dup");
   code = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   if (code == MPI_SUCCESS) code = MPI_Comm_set_name(comm_, "rlx");
+  MPI_Comm probe = MPI_COMM_NULL;
+  if (code == MPI_SUCCESS) {
+    WatchedScope watch(watchdog_, {.setup = true});
+    code = MPI_Comm_dup(comm_, &probe);
+  }
+  if (code == MPI_SUCCESS) code = MPI_Comm_set_errhandler(probe, MPI_ERRORS_RETURN);
   if (code != MPI_SUCCESS) {
+    if (probe != MPI_COMM_NULL) MPI_Comm_free(&probe);
     MPI_Comm_free(&comm_);
     throw mpi_error(code, site("init mpi"), "MPI_Comm_set_errhandler");
   }
+  probe_comm_.store(probe);
   progress_ = std::thread([this] { progress_sends(); });
   register_live(this);
 }
@@ -205,6 +218,8 @@ void MpiTransport::release() {
   stop_progress();
   drain_sends(Clock::now() + timeout());
   agreement_.release();
+  MPI_Comm probe = probe_comm_.exchange(MPI_COMM_NULL);
+  if (probe != MPI_COMM_NULL) MPI_Comm_free(&probe);
   MPI_Comm_free(&comm_);
 }
 
@@ -255,12 +270,23 @@ CollectiveError MpiTransport::break_with(CollectiveError error) {
 }
 
 void MpiTransport::abort_on_deadline(const WatchedCall& watched, std::chrono::milliseconds waited) {
+  const std::vector<int> silent =
+      watched.setup ? std::vector<int>{} : silent_peers(std::chrono::milliseconds(1000));
+  std::string ranks;
+  for (int peer : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+  const std::string cause =
+      silent.empty() ? ""
+                     : "; rank" + std::string(silent.size() > 1 ? "s " : " ") + ranks +
+                           (silent.size() > 1 ? " do" : " does") +
+                           " not answer (stopped, hung, or not inside an rlx collective): the "
+                           "likely cause";
+  const int peer = silent.size() == 1 ? silent.front() : -1;
   const CollectiveError error(
-      ErrorKind::timeout, watched.setup ? site("init mpi") : site(watched.call.describe()),
+      ErrorKind::timeout, watched.setup ? site("init mpi") : site(watched.call.describe(), peer),
       std::string(mpi_call_of(watched)) + " has not returned after " +
           std::to_string(waited.count()) + " ms (the deadline is " +
           std::to_string(timeout().count()) +
-          " ms); a blocking MPI call cannot be interrupted, so rlx aborts the job",
+          " ms); a blocking MPI call cannot be interrupted, so rlx aborts the job" + cause,
       "is a rank stuck or dead, or did it stop calling collectives? RLX_TIMEOUT_S sets the "
       "deadline");
   const std::string line = std::string(error.what()) + "\n";
@@ -268,6 +294,59 @@ void MpiTransport::abort_on_deadline(const WatchedCall& watched, std::chrono::mi
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, 1);
   std::abort();  // MPI_Abort does not return; if it ever did, the job must still end
+}
+
+namespace {
+constexpr int kPingTag = 1;
+constexpr int kPongTag = 2;
+}  // namespace
+
+void MpiTransport::answer_probes() {
+  const MPI_Comm probe = probe_comm_.load();
+  if (probe == MPI_COMM_NULL) return;
+  for (;;) {
+    int found = 0;
+    MPI_Status status;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, kPingTag, probe, &found, &status) != MPI_SUCCESS || !found) {
+      return;
+    }
+    MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, kPingTag, probe, MPI_STATUS_IGNORE);
+    MPI_Request pong = MPI_REQUEST_NULL;
+    MPI_Isend(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, kPongTag, probe, &pong);
+    MPI_Request_free(&pong);  // an empty message: nothing to keep alive
+  }
+}
+
+std::vector<int> MpiTransport::silent_peers(std::chrono::milliseconds patience) {
+  const MPI_Comm probe = probe_comm_.load();
+  if (probe == MPI_COMM_NULL) return {};
+  std::vector<bool> answered(static_cast<std::size_t>(world_size()), false);
+  answered[static_cast<std::size_t>(rank())] = true;
+  for (int peer = 0; peer < world_size(); ++peer) {
+    if (peer == rank()) continue;
+    MPI_Request ping = MPI_REQUEST_NULL;
+    MPI_Isend(nullptr, 0, MPI_BYTE, peer, kPingTag, probe, &ping);
+    MPI_Request_free(&ping);
+  }
+  const auto deadline = Clock::now() + patience;
+  while (Clock::now() < deadline &&
+         std::find(answered.begin(), answered.end(), false) != answered.end()) {
+    answer_probes();  // the others time out about now too, and ask us
+    int found = 0;
+    MPI_Status status;
+    MPI_Iprobe(MPI_ANY_SOURCE, kPongTag, probe, &found, &status);
+    if (found) {
+      MPI_Recv(nullptr, 0, MPI_BYTE, status.MPI_SOURCE, kPongTag, probe, MPI_STATUS_IGNORE);
+      answered[static_cast<std::size_t>(status.MPI_SOURCE)] = true;
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  std::vector<int> silent;
+  for (int peer = 0; peer < world_size(); ++peer) {
+    if (!answered[static_cast<std::size_t>(peer)]) silent.push_back(peer);
+  }
+  return silent;
 }
 
 void MpiTransport::reap_sends() {

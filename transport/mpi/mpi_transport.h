@@ -125,6 +125,13 @@ class MpiTransport final : public Transport, private Releasable {
   // Records `error` as the transport's failure and returns it.
   CollectiveError break_with(CollectiveError error);
   [[noreturn]] void abort_on_deadline(const WatchedCall& call, std::chrono::milliseconds waited);
+  // Liveness, on the watchdog's thread, over probe_comm_: a rank stuck in a
+  // collective for half its deadline answers pings; one whose deadline
+  // passed pings every other rank, and those that do not answer within
+  // `patience` are stopped, hung, or not inside an rlx collective: the
+  // likely cause, which the timeout names.
+  void answer_probes();
+  std::vector<int> silent_peers(std::chrono::milliseconds patience);
 
   void reap_sends();
   void progress_sends();
@@ -156,6 +163,7 @@ class MpiTransport final : public Transport, private Releasable {
   std::array<std::size_t, std::size(kAllDtypes)> piece_elements_{};  // [dtype]: elements per call
   Watchdog watchdog_;
   MPI_Comm comm_ = MPI_COMM_NULL;
+  std::atomic<MPI_Comm> probe_comm_{MPI_COMM_NULL};  // set once the transport is up
   CallAgreement agreement_;
   std::uint64_t sequence_ = 0;  // collectives run so far
 

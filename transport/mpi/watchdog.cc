@@ -18,8 +18,11 @@ WatchedCall unpack(std::uint64_t packed, std::uint64_t count, std::uint64_t sequ
 
 }  // namespace
 
-Watchdog::Watchdog(std::chrono::milliseconds timeout, Expired on_expiry)
-    : timeout_(timeout), on_expiry_(std::move(on_expiry)), thread_([this] { run(); }) {}
+Watchdog::Watchdog(std::chrono::milliseconds timeout, Expired on_expiry, Stuck while_stuck)
+    : timeout_(timeout),
+      on_expiry_(std::move(on_expiry)),
+      while_stuck_(std::move(while_stuck)),
+      thread_([this] { run(); }) {}
 
 Watchdog::~Watchdog() { stop(); }
 
@@ -35,24 +38,34 @@ Watchdog::Snapshot Watchdog::read() const noexcept {
 }
 
 void Watchdog::run() {
-  const auto period =
+  const auto calm =
       std::max<Clock::duration>(timeout_ / kChecksPerTimeout, std::chrono::milliseconds(1));
+  auto period = calm;
   std::uint64_t watching = 0;
   Clock::time_point first_seen;
   std::unique_lock lock(mutex_);
   while (!wake_.wait_for(lock, period, [this] { return stopping_; })) {
     const Snapshot now_running = read();
     const auto now = Clock::now();
+    period = calm;
     if (now_running.generation != watching) {
       watching = now_running.generation;
       first_seen = now;
       continue;
     }
-    if (watching == 0 || now - first_seen < timeout_) continue;
-    lock.unlock();
-    on_expiry_(now_running.call,
-               std::chrono::duration_cast<std::chrono::milliseconds>(now - first_seen));
-    return;
+    if (watching == 0) continue;
+    const auto running = now - first_seen;
+    if (running >= timeout_) {
+      lock.unlock();
+      on_expiry_(now_running.call, std::chrono::duration_cast<std::chrono::milliseconds>(running));
+      return;
+    }
+    if (while_stuck_ && running >= timeout_ / 2) {
+      period = std::min<Clock::duration>(calm, kStuckPeriod);
+      lock.unlock();
+      while_stuck_();
+      lock.lock();
+    }
   }
 }
 

@@ -38,8 +38,13 @@ class Watchdog {
   // been seen running. It may not return (MPI_Abort); if it does, the
   // watchdog stops watching.
   using Expired = std::function<void(const WatchedCall&, std::chrono::milliseconds waited)>;
+  // Called on the watchdog's thread every kStuckPeriod while the call in
+  // progress has been running for more than half the timeout: the MPI
+  // transport answers other ranks' liveness probes then.
+  using Stuck = std::function<void()>;
+  static constexpr std::chrono::milliseconds kStuckPeriod{10};
 
-  Watchdog(std::chrono::milliseconds timeout, Expired on_expiry);
+  Watchdog(std::chrono::milliseconds timeout, Expired on_expiry, Stuck while_stuck = {});
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
@@ -76,6 +81,7 @@ class Watchdog {
 
   const std::chrono::milliseconds timeout_;
   const Expired on_expiry_;
+  const Stuck while_stuck_;
   // A sequence lock: the fields below are written between a release fence and
   // the release store of armed_; the reader checks armed_ did not change.
   std::atomic<std::uint64_t> armed_{0};
