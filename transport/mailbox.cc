@@ -81,8 +81,11 @@ std::size_t Mailbox::held_bytes() const {
 }
 
 std::exception_ptr Mailbox::failure_for(int peer) const {
+  // The transport's own failure is the root cause: a peer that closed after
+  // hearing of it must not hide it behind "peer lost".
+  if (global_failure_) return global_failure_;
   if (auto it = peer_failures_.find(peer); it != peer_failures_.end()) return it->second;
-  return global_failure_;
+  return nullptr;
 }
 
 }  // namespace rlx

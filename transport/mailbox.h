@@ -47,7 +47,8 @@ class Mailbox {
   std::optional<std::vector<std::byte>> try_take(int from, Tag tag);
 
   // From now on, receives from `peer` (or from everyone, when peer < 0) throw
-  // `error` once the messages already queued from it are taken.
+  // `error` once the messages already queued from it are taken. A failure of
+  // everyone (the transport's own) wins over a peer's.
   void fail(int peer, std::exception_ptr error);
 
   std::size_t held_bytes() const;

@@ -92,6 +92,7 @@ TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {
   EXPECT_FALSE(box.take(4, 0, Mailbox::Clock::now() + 1ms).has_value());
   box.fail(-1, std::make_exception_ptr(std::logic_error("all lost")));
   EXPECT_THROW(box.take(4, 0, deadline), std::logic_error);
+  EXPECT_THROW(box.take(3, 0, deadline), std::logic_error);  // the root cause wins
 }
 
 }  // namespace
