@@ -159,12 +159,14 @@ DESCRIPTION
     Starts N copies of PROGRAM, on this machine or on the hosts of a hostfile
     (over ssh), each with the environment that
     rlx::init reads to join the group (RLX_RANK, RLX_WORLD_SIZE, RLX_LOCAL_RANK,
-    RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR). Each rank's
-    output is prefixed with its rank. If any rank exits with a non-zero status
-    or dies by a signal, rlxrun names it, stops every other rank (SIGTERM, then
-    SIGKILL after a grace period) and exits with that rank's status. Ctrl-C or
-    SIGTERM to rlxrun stops the whole job the same way; if rlxrun itself is
-    killed, its ranks are killed with it, on every host.
+    RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR), plus the
+    RLX_* settings of rlxrun's own environment (RLX_TIMEOUT_S, ...; --env
+    wins). Each rank's output is prefixed with its rank. If any rank exits
+    with a non-zero status or dies by a signal, rlxrun names it (and any rank
+    stopped by a signal), gives the others 1 s to report and exit, then stops
+    them (SIGTERM, SIGKILL 5 s later) and exits with that rank's status.
+    Ctrl-C or SIGTERM to rlxrun stops the whole job at once; if rlxrun itself
+    is killed, its ranks are killed with it, on every host.
 
     While the ranks start, rlxrun shows how many have joined the job's
     rendezvous (on a terminal, one updating line; otherwise a line per change,
@@ -201,14 +203,15 @@ OPTIONS
     the agent reads the rank's environment, job token included, from ssh's
     stdin (never from a command line), starts the rank in the same working
     directory as rlxrun's (or --cwd), and stops it when the ssh session ends.
-    Remote ranks get RLX_* and --env variables, not rlxrun's whole
+    Remote ranks get the RLX_* and --env variables, not rlxrun's whole
     environment. The rendezvous then listens on the address that routes to
     the first remote host (or --ifname's), so every host must reach it.
 
 EXIT STATUS
     0 when every rank exits 0; otherwise the status of the first rank that
     failed (128+N for a rank killed by signal N), 124 when --timeout ended the
-    job, 2 for a bad command line.
+    job, 2 for anything the command line, the hostfile or the RLX_* settings
+    get wrong (found before any rank starts), 127 when PROGRAM cannot start.
 
 EXAMPLES
     rlxrun -n 4 ./build/release/examples/hello_allreduce
