@@ -114,7 +114,7 @@ int frozen() {
     if (group->rank() == last && i == 5) {
       const pid_t self = ::getpid();
       if (::fork() == 0) {  // so nothing waits on the frozen rank for ever
-        ::sleep(20);
+        ::sleep(12);
         ::kill(self, SIGKILL);
         ::_exit(0);
       }
