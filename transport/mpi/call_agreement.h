@@ -25,7 +25,7 @@
 // A barrier is the cell alone (an all-reduce returns on no rank before every
 // rank contributed).
 //
-// What it costs is in docs/BENCHMARKS.md ("The MPI transport's call check").
+// What it costs: docs/BENCHMARKS.md, "The MPI transport beside MPI_Allreduce".
 #pragma once
 
 #include <array>
