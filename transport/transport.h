@@ -86,6 +86,9 @@ class Transport {
   std::string_view backend() const { return backend_; }
   // The deadline of every blocking operation.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // True while a collective runs on this transport (on any thread): what a
+  // second, concurrent collective is refused for.
+  bool collective_running() const { return collective_running_.load(std::memory_order_acquire); }
 
   // Sends `payload` (any length, including 0) to rank `to`.
   void send_bytes(int to, Tag tag, std::span<const std::byte> payload);

@@ -2,7 +2,6 @@
 // processes (rlxrun -n N for tcp and verbs, mpirun -np N for mpi). Every rank
 // runs every case in the same order and checks its own results against a
 // reference it computes independently, so any rank's failure fails the job.
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -286,26 +285,26 @@ TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
   expect_group_usable();
 }
 
-// Two threads sharing one transport: while rank 0's barrier waits for ranks
-// that arrive late, its second thread's all_sum is refused before it sends
-// anything, and the barrier and the group carry on.
+// Two threads sharing one transport: while rank 0's barrier waits for the
+// others (who enter it only when rank 0 says so), its second thread's
+// all_sum is refused before it sends anything, and the group carries on.
 TEST(Collectives, ASecondConcurrentCollectiveIsRefusedAndTheGroupCarriesOn) {
   if (n() < 2) GTEST_SKIP() << "needs a peer to wait for";
-  using namespace std::chrono_literals;
+  constexpr Tag kEnterBarrier = 41;
   if (me() == 0) {
-    std::atomic<bool> entering{false};
-    std::thread waiter([&] {
-      entering.store(true);
-      group().barrier();
-    });
-    while (!entering.load()) std::this_thread::yield();
-    std::this_thread::sleep_for(200ms);  // the barrier is running: the others come at 1 s
+    std::thread waiter([] { group().barrier(); });
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!group().collective_running() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::yield();
+    }
+    ASSERT_TRUE(group().collective_running()) << "the barrier never started";
     std::vector<float> v(8, 1.0f);
     expect_invalid([&] { group().all_sum(std::span(v)); }, "another collective is running");
     for (float value : v) EXPECT_EQ(value, 1.0f);
+    for (int peer = 1; peer < n(); ++peer) group().send_bytes(peer, kEnterBarrier, {});
     waiter.join();
   } else {
-    std::this_thread::sleep_for(1s);
+    group().recv_bytes(0, kEnterBarrier);
     group().barrier();
   }
   expect_group_usable();

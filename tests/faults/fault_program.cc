@@ -102,15 +102,19 @@ void freeze(unsigned seconds) {
 }
 
 // The cap on early messages is for messages nobody waits for: the first 8 MiB
-// message (8x the cap) reaches its waiting receiver whole; the second, sent
-// before its receive, fails both ranks with resource_exhausted naming the cap.
+// message (8x the cap) reaches its waiting receiver whole; the second, which
+// rank 1 never receives (it waits on another tag), fails both ranks with
+// resource_exhausted naming the cap.
 bool message_over_cap(rlx::Transport& group) {
   constexpr std::size_t kBig = std::size_t{8} << 20;
   std::vector<std::byte> message(kBig);
   for (std::size_t i = 0; i < kBig; ++i) message[i] = static_cast<std::byte>(i * 131 % 251);
   group.barrier();
   if (group.rank() == 0) {
-    std::this_thread::sleep_for(std::chrono::seconds(1));  // rank 1 is in recv_bytes by now
+    // The stimulus is a receiver that already waits: rank 1 enters recv_bytes
+    // right after the barrier, and a second is ample margin. Were it late,
+    // the message would fail the job loudly, not pass.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     group.send_bytes(1, 5, message);
     // Over verbs the second send may still be waiting for credits when rank
     // 1's abort arrives: the failure may end either call.
@@ -126,8 +130,8 @@ bool message_over_cap(rlx::Transport& group) {
     std::printf("FAILED: the awaited %zu-byte message arrived as %zu bytes\n", kBig, got.size());
     return false;
   }
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // the second one arrives unawaited
-  return expect_error(rlx::ErrorKind::resource_exhausted, [&] { group.recv_bytes(0, 6); },
+  // Waiting on tag 7 leaves tag 6 unawaited; its arrival fails the transport.
+  return expect_error(rlx::ErrorKind::resource_exhausted, [&] { group.recv_bytes(0, 7); },
                       {"RLX_UNEXPECTED_BYTES", "no recv_bytes waited for"});
 }
 
