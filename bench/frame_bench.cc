@@ -2,9 +2,9 @@
 // carries: encoding and the validating decode, each per header.
 #include <benchmark/benchmark.h>
 
-#include "transport/tcp/frame.h"
+#include "transport/frame.h"
 
-namespace rlx::tcp {
+namespace rlx::wire {
 namespace {
 
 const FrameHeader kStep = collective_header(
@@ -44,4 +44,4 @@ void BM_FrameDecodeAndCheckCall(benchmark::State& state) {
 BENCHMARK(BM_FrameDecodeAndCheckCall);
 
 }  // namespace
-}  // namespace rlx::tcp
+}  // namespace rlx::wire

@@ -2,9 +2,8 @@
 # and a CMake package so a user project can find_package(rlx) and link rlx::rlx.
 include(CMakePackageConfigHelpers)
 
-foreach(dir core transport transport/singleton transport/rendezvous transport/tcp transport/mpi
-            transport/verbs
-            collectives rlx)
+foreach(dir core transport transport/rendezvous collectives backends/singleton backends/tcp
+            backends/mpi backends/verbs rlx)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/${dir})
 endforeach()

@@ -3,13 +3,13 @@
 #include <mutex>
 #include <string>
 
+#include "backends/mpi/mpi.h"
+#include "backends/singleton/singleton_transport.h"
+#include "backends/tcp/tcp.h"
+#include "backends/verbs/verbs.h"
 #include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
 #include "transport/launch_env.h"
-#include "transport/mpi/mpi.h"
-#include "transport/singleton/singleton_transport.h"
-#include "transport/tcp/tcp.h"
-#include "transport/verbs/verbs.h"
 
 namespace rlx {
 namespace {

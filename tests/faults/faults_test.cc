@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 
 #include "tests/support/job_harness.h"
+#include "transport/frame.h"
+#include "transport/handshake.h"
 #include "transport/socket_io.h"
-#include "transport/tcp/frame.h"
-#include "transport/tcp/handshake.h"
 
 namespace rlx::testing {
 namespace {
@@ -134,8 +134,8 @@ TEST(Faults, StrangersOnTheJobsPortsChangeNothing) {
       send_all(garbage.get(), std::as_bytes(std::span(junk)), deadline);
 
       UniqueFd impostor = connect_with_retry(endpoint, deadline);
-      send_all(impostor.get(), tcp::encode_hello({3, 2, 0, 1, auth::fresh_nonce()}), deadline);
-      std::array<std::byte, tcp::kChallengeBytes> challenge;
+      send_all(impostor.get(), wire::encode_hello({3, 2, 0, 1, auth::fresh_nonce()}), deadline);
+      std::array<std::byte, wire::kChallengeBytes> challenge;
       try {
         recv_exact(impostor.get(), challenge, deadline);
         send_all(impostor.get(), auth::Mac{}, deadline);  // a wrong proof
@@ -172,13 +172,13 @@ int count_of(const std::string& text, const std::string& what) {
 // the right token (as a recording of a real rank would hold), sent again on a
 // new connection, whose challenge carries a fresh nonce.
 void replay_a_handshake(const HostPort& endpoint, Deadline deadline) {
-  const auto hello = tcp::encode_hello({3, 2, 0, 1, auth::fresh_nonce()});
-  std::array<std::byte, tcp::kChallengeBytes> challenge;
+  const auto hello = wire::encode_hello({3, 2, 0, 1, auth::fresh_nonce()});
+  std::array<std::byte, wire::kChallengeBytes> challenge;
   UniqueFd first = connect_with_retry(endpoint, deadline);
   send_all(first.get(), hello, deadline);
   recv_exact(first.get(), challenge, deadline);
   const auto recorded =
-      tcp::connector_mac("test-token", hello, tcp::decode_challenge(challenge).nonce);
+      wire::connector_mac("test-token", hello, wire::decode_challenge(challenge).nonce);
   UniqueFd again = connect_with_retry(endpoint, deadline);
   send_all(again.get(), hello, deadline);
   try {
@@ -214,8 +214,8 @@ TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
       throw std::runtime_error("rank 0 never reported its peers connected");
     }
     const auto deadline = Clock::now() + 20s;
-    tcp::FrameHeader huge{.kind = tcp::FrameKind::message, .length = std::uint64_t{1} << 63};
-    const auto header = tcp::encode(huge);
+    wire::FrameHeader huge{.kind = wire::FrameKind::message, .length = std::uint64_t{1} << 63};
+    const auto header = wire::encode(huge);
     std::vector<UniqueFd> strangers;
     for (int i = 0; i < kStrangers; ++i) {
       strangers.push_back(connect_with_retry(target, deadline));

@@ -4,16 +4,16 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/tcp/frame.h"
+#include "transport/frame.h"
 #include "transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size < rlx::tcp::kFrameHeaderBytes) return 0;
-  const auto bytes = std::span<const std::byte, rlx::tcp::kFrameHeaderBytes>(
-      reinterpret_cast<const std::byte*>(data), rlx::tcp::kFrameHeaderBytes);
+  if (size < rlx::wire::kFrameHeaderBytes) return 0;
+  const auto bytes = std::span<const std::byte, rlx::wire::kFrameHeaderBytes>(
+      reinterpret_cast<const std::byte*>(data), rlx::wire::kFrameHeaderBytes);
   try {
-    const rlx::tcp::FrameHeader header = rlx::tcp::decode(bytes);
-    const rlx::tcp::EncodedHeader again = rlx::tcp::encode(header);
+    const rlx::wire::FrameHeader header = rlx::wire::decode(bytes);
+    const rlx::wire::EncodedHeader again = rlx::wire::encode(header);
     if (std::memcmp(again.data(), data, again.size()) != 0) std::abort();
   } catch (const rlx::wire::DecodeError&) {
   }

@@ -1,10 +1,10 @@
 // libFuzzer target: the connection handshake's Hello and Challenge, and the
 // acceptor's refusal rules applied to any Hello that decodes.
-#include "transport/tcp/handshake.h"
+#include "transport/handshake.h"
 #include "transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  using namespace rlx::tcp;
+  using namespace rlx::wire;
   const auto* bytes = reinterpret_cast<const std::byte*>(data);
   try {
     if (size >= kHelloBytes) {

@@ -4,9 +4,9 @@
 // own documented error, never anything else.
 #include <string>
 
+#include "backends/tcp/static_hostfile.h"
 #include "launcher/hostfile.h"
 #include "transport/errors.h"
-#include "transport/tcp/static_hostfile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace rlx::launcher;

@@ -7,9 +7,9 @@
 #include <string>
 
 #include "launcher/agent_request.h"
+#include "transport/frame.h"
+#include "transport/handshake.h"
 #include "transport/rendezvous/protocol.h"
-#include "transport/tcp/frame.h"
-#include "transport/tcp/handshake.h"
 
 namespace {
 
@@ -40,17 +40,17 @@ int main(int argc, char** argv) {
   root = argv[1];
   write_bytes(
       "fuzz_frame_header", "message",
-      tcp::encode({.kind = tcp::FrameKind::message, .tag = 7, .sequence = 3, .length = 100}));
+      wire::encode({.kind = wire::FrameKind::message, .tag = 7, .sequence = 3, .length = 100}));
   write_bytes("fuzz_frame_header", "all_sum",
-              tcp::encode(tcp::collective_header({.kind = CollectiveKind::all_reduce,
-                                                  .op = ReduceOp::max,
-                                                  .dtype = Dtype::f16,
-                                                  .count = 1000,
-                                                  .sequence = 9},
-                                                 2, 512)));
-  const tcp::Hello hello{.world_size = 4, .from_rank = 3, .to_rank = 1, .connection = 2};
-  const auto hello_bytes = tcp::encode_hello(hello);
-  const auto challenge = tcp::encode_challenge({});
+              wire::encode(wire::collective_header({.kind = CollectiveKind::all_reduce,
+                                                    .op = ReduceOp::max,
+                                                    .dtype = Dtype::f16,
+                                                    .count = 1000,
+                                                    .sequence = 9},
+                                                   2, 512)));
+  const wire::Hello hello{.world_size = 4, .from_rank = 3, .to_rank = 1, .connection = 2};
+  const auto hello_bytes = wire::encode_hello(hello);
+  const auto challenge = wire::encode_challenge({});
   std::string both(reinterpret_cast<const char*>(hello_bytes.data()), hello_bytes.size());
   both.append(reinterpret_cast<const char*>(challenge.data()), challenge.size());
   write_bytes("fuzz_handshake", "hello", hello_bytes);

@@ -1,7 +1,7 @@
 // The Open MPI transport under mpirun -np N. Every rank runs every case in the
 // same order and checks its own results against a reference it computes
 // itself; the program exits non-zero on every rank when any rank failed.
-#include "transport/mpi/mpi_transport.h"
+#include "backends/mpi/mpi_transport.h"
 
 #include <algorithm>
 #include <array>
@@ -20,10 +20,10 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include "backends/mpi/call_agreement.h"
+#include "backends/mpi/watchdog.h"
 #include "rlx/rlx.h"
 #include "tests/support/reduce_reference.h"
-#include "transport/mpi/call_agreement.h"
-#include "transport/mpi/watchdog.h"
 
 namespace rlx {
 namespace {

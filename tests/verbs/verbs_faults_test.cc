@@ -14,8 +14,8 @@
 #include <signal.h>
 
 #include "tests/support/job_harness.h"
+#include "transport/handshake.h"
 #include "transport/socket_io.h"
-#include "transport/tcp/handshake.h"
 
 namespace rlx::testing {
 namespace {
@@ -181,7 +181,7 @@ TEST(VerbsFaults, StrangersOnTheRdmaCmPortChangeNothing) {
       // A well-formed hello from "rank 2", then a proof made without the token.
       Stranger impostor(endpoints[rank]);
       const auto hello =
-          tcp::encode_hello({3, 2, static_cast<std::uint32_t>(rank), 0, auth::fresh_nonce()});
+          wire::encode_hello({3, 2, static_cast<std::uint32_t>(rank), 0, auth::fresh_nonce()});
       if (impostor.connect(hello) == RDMA_CM_EVENT_ESTABLISHED) {
         const std::array<std::byte, 56> wrong_proof{};
         EXPECT_TRUE(impostor.send(wrong_proof));

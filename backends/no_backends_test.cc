@@ -1,0 +1,43 @@
+// The stand-ins for backends a build leaves out (mpi/no_mpi.cc,
+// verbs/no_verbs.cc), compiled into every build so they cannot rot: each says
+// the backend was not built and which packages bring it.
+#include <functional>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "backends/mpi/mpi.h"
+#include "backends/verbs/verbs.h"
+
+namespace rlx {
+namespace {
+
+struct Stub {
+  const char* name;
+  std::function<bool()> is_built;
+  std::function<std::shared_ptr<Transport>(const launch_env::LaunchEnv&)> create;
+  const char* says;
+  const char* packages;
+};
+
+TEST(NoBackends, EachStubSaysTheBackendWasNotBuiltAndHowToBuildIt) {
+  const Stub stubs[] = {
+      {"mpi", mpi::is_built, mpi::create, "built without the Open MPI transport", "libopenmpi-dev"},
+      {"verbs", verbs::is_built, verbs::create, "built without the RDMA verbs transport",
+       "librdmacm-dev"},
+  };
+  for (const Stub& stub : stubs) {
+    EXPECT_FALSE(stub.is_built()) << stub.name;
+    try {
+      stub.create(launch_env::LaunchEnv{});
+      ADD_FAILURE() << stub.name << ": created a transport";
+    } catch (const CollectiveError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::backend_unavailable) << stub.name;
+      EXPECT_NE(std::string(error.what()).find(stub.says), std::string::npos) << error.what();
+      EXPECT_NE(std::string(error.what()).find(stub.packages), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rlx

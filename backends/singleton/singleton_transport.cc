@@ -1,0 +1,37 @@
+#include "backends/singleton/singleton_transport.h"
+
+namespace rlx {
+
+SingletonTransport::SingletonTransport(std::chrono::milliseconds timeout, std::size_t byte_cap)
+    : Transport(0, 1, "singleton", timeout), mailbox_(byte_cap) {}
+
+void SingletonTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+  if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
+    throw CollectiveError(
+        ErrorKind::resource_exhausted,
+        site("send_bytes", to, "tag " + std::to_string(tag) + ", " + format_bytes(payload.size())),
+        "messages sent to self and not yet received would exceed " +
+            format_bytes(mailbox_.byte_cap()),
+        "receive what you send, or raise RLX_UNEXPECTED_BYTES");
+  }
+}
+
+std::vector<std::byte> SingletonTransport::do_recv_bytes(int from, Tag tag) {
+  auto message = mailbox_.take(from, tag, Mailbox::Clock::now() + timeout());
+  if (!message) {
+    throw CollectiveError(
+        ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
+        "nothing was sent with this tag within " + std::to_string(timeout().count()) + " ms",
+        "in a group of one, only this process can send the message");
+  }
+  return std::move(*message);
+}
+
+// The collectives of a one-rank group never reach the backend (Transport
+// answers them), so these are unreachable by construction.
+void SingletonTransport::do_all_reduce(ElementSpan, ReduceOp) {}
+void SingletonTransport::do_all_gather(ConstElementSpan, ElementSpan) {}
+void SingletonTransport::do_reduce_scatter(ConstElementSpan, ElementSpan, ReduceOp) {}
+void SingletonTransport::do_barrier() {}
+
+}  // namespace rlx

@@ -1,0 +1,105 @@
+#include "backends/singleton/singleton_transport.h"
+
+#include <numeric>
+
+#include <gtest/gtest.h>
+
+namespace rlx {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Singleton, IsRankZeroOfOne) {
+  SingletonTransport group;
+  EXPECT_EQ(group.rank(), 0);
+  EXPECT_EQ(group.world_size(), 1);
+  EXPECT_EQ(group.backend(), "singleton");
+}
+
+TEST(Singleton, CollectivesAreTheIdentityForEveryDtype) {
+  SingletonTransport group;
+  std::vector<double> values(17);
+  std::iota(values.begin(), values.end(), -3.0);
+  const auto before = values;
+  group.all_sum(std::span(values));
+  EXPECT_EQ(values, before);
+  for (ReduceOp op : {ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+    group.all_reduce(std::span(values), op);
+  }
+  EXPECT_EQ(values, before);
+  std::vector<bfloat16_t> halves(5, bfloat16_t(1.5f));
+  group.all_sum(std::span(halves));
+  EXPECT_EQ(static_cast<float>(halves[4]), 1.5f);
+  std::vector<double> gathered(values.size());
+  group.all_gather(std::span<const double>(values), std::span(gathered));
+  EXPECT_EQ(gathered, values);
+  std::vector<float> empty;
+  group.all_sum(std::span(empty));
+  group.barrier();
+}
+
+TEST(Singleton, SelfSendsAreReceivedInOrderPerTag) {
+  SingletonTransport group;
+  const std::vector<std::byte> first(3, std::byte{1}), second(0), other(70000, std::byte{7});
+  group.send_bytes(0, 5, first);
+  group.send_bytes(0, 6, other);
+  group.send_bytes(0, 5, second);
+  EXPECT_EQ(group.recv_bytes(0, 6), other);
+  EXPECT_EQ(group.recv_bytes(0, 5), first);
+  EXPECT_EQ(group.recv_bytes(0, 5), second);
+}
+
+TEST(Singleton, ReceiveWithNothingSentTimesOutClearly) {
+  SingletonTransport group(100ms);
+  try {
+    group.recv_bytes(0, 3);
+    FAIL() << "expected a timeout";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::timeout);
+    EXPECT_NE(std::string(error.what()).find("recv_bytes (tag 3)"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Singleton, SelfSendsBeyondTheCapAreRefused) {
+  SingletonTransport group(1s, 10);
+  group.send_bytes(0, 0, std::vector<std::byte>(10));
+  try {
+    group.send_bytes(0, 0, std::vector<std::byte>(1));
+    FAIL() << "expected resource_exhausted";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::resource_exhausted);
+    EXPECT_NE(std::string(error.what()).find("RLX_UNEXPECTED_BYTES"), std::string::npos);
+  }
+  EXPECT_EQ(group.recv_bytes(0, 0).size(), 10u);
+}
+
+TEST(Singleton, InvalidArgumentsAreRejected) {
+  SingletonTransport group;
+  auto expect_invalid = [](auto&& call, const char* fragment) {
+    try {
+      call();
+      FAIL() << "accepted";
+    } catch (const CollectiveError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
+    }
+  };
+  expect_invalid([&] { group.send_bytes(1, 0, {}); }, "peer rank 1 does not exist");
+  expect_invalid([&] { group.recv_bytes(-1, 0); }, "peer rank -1 does not exist");
+  expect_invalid([&] { group.send_bytes(0, kMaxTag + 1, {}); }, "above the largest user tag");
+  std::vector<float> in(4), out(3);
+  expect_invalid([&] { group.all_gather(std::span<const float>(in), std::span(out)); },
+                 "world_size x input");
+  std::vector<double> wrong_type(4);
+  expect_invalid(
+      [&] {
+        group.all_gather(ConstElementSpan::of(std::span<const float>(in)),
+                         ElementSpan::of(std::span(wrong_type)));
+      },
+      "dtypes differ");
+  expect_invalid([&] { group.all_sum(ElementSpan{nullptr, 4, Dtype::f32}); }, "null");
+}
+
+}  // namespace
+}  // namespace rlx

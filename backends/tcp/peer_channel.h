@@ -1,0 +1,74 @@
+// The point-to-point connection to one peer (connection 0 of the pair).
+//
+// The progress thread reads frames as they arrive, whether or not anyone is
+// receiving: messages go to the Mailbox, an abort or an unexpected end of
+// stream trips the transport's FailureLatch. Callers send on their own thread,
+// one frame at a time under a lock.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "transport/frame.h"
+#include "transport/mailbox.h"
+#include "transport/socket_io.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace rlx::tcp {
+
+class PeerChannel {
+ public:
+  // What the channel reports to its transport, on the progress thread.
+  struct Hooks {
+    // The transport cannot go on; `tell_peers` when this rank found the
+    // cause (a peer's abort, or its lost connection, the others learn anyway).
+    std::function<void(std::exception_ptr, bool tell_peers)> fail;
+    std::function<ErrorSite(std::string_view operation, int peer)> site;
+    std::function<void()> peer_closed;  // a clean close or end of stream
+  };
+
+  PeerChannel(boost::asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks);
+  ~PeerChannel();
+  PeerChannel(const PeerChannel&) = delete;
+  PeerChannel& operator=(const PeerChannel&) = delete;
+
+  // Starts reading on the progress thread.
+  void start();
+  // Sends one frame; message frames get their sequence number here, under the
+  // send lock, so numbers and stream order agree. Throws IoError.
+  void send(wire::FrameHeader header, std::span<const std::byte> payload, Deadline deadline,
+            int wake_fd);
+  // Stops sending: no more frames after this.
+  void shutdown_send();
+  bool peer_has_closed() const { return peer_closed_.load(); }
+
+  // Liveness: ping() asks the peer's progress thread to answer; pongs()
+  // counts the answers received. A peer whose process is stopped or hung
+  // (its progress thread does not run) never answers, while one that is
+  // merely blocked in a collective does at once. Throws IoError.
+  void ping(Deadline deadline);
+  std::uint64_t pongs() const { return pongs_.load(); }
+
+ private:
+  struct Reader;
+  std::shared_ptr<Reader> reader_;
+  int fd_;
+  std::mutex send_mutex_;
+  std::uint64_t send_sequence_ = 0;  // guarded by send_mutex_
+  std::atomic<bool> peer_closed_{false};
+  std::atomic<std::uint64_t> pongs_{0};
+  // A ping that arrived while another thread held the send lock: the holder
+  // answers it when its frame is out, so the progress thread never waits.
+  std::atomic<bool> pong_owed_{false};
+  void answer_ping();
+};
+
+}  // namespace rlx::tcp

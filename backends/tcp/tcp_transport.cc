@@ -1,0 +1,273 @@
+#include "backends/tcp/tcp_transport.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "backends/tcp/static_hostfile.h"
+#include "backends/tcp/tcp.h"
+#include "collectives/algorithms.h"
+#include "transport/asio.h"
+#include "transport/endpoint.h"
+#include "transport/rendezvous/client.h"
+
+namespace rlx::tcp {
+namespace asio = boost::asio;
+
+namespace {
+
+// How long shutdown waits for peers to close their side before closing ours.
+constexpr auto kLinger = std::chrono::seconds(2);
+
+ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) {
+  return {.rank = env.rank.value_or(-1),
+          .world_size = env.world_size.value_or(-1),
+          .operation = std::move(operation)};
+}
+
+// The address to listen on: the interface's when RLX_IFNAME names one, the
+// loopback address when the peers are reached through it (a job on this host
+// only: nothing outside needs to reach it), otherwise every address of the
+// family that reaches the peers.
+std::string bind_host_for(const std::string& advertised, const std::string& ifname) {
+  if (!ifname.empty() || is_loopback_address(advertised)) return advertised;
+  return advertised.find(':') != std::string::npos ? "::" : "0.0.0.0";
+}
+
+}  // namespace
+
+struct TcpTransport::Io {
+  asio::io_context context;
+  asio::executor_work_guard<asio::io_context::executor_type> guard{context.get_executor()};
+  std::thread thread{[this] { context.run(); }};
+
+  // Stops the progress thread; the context (and every Asio object bound to
+  // it) must outlive this call.
+  void stop() {
+    guard.reset();
+    context.stop();
+    if (thread.joinable()) thread.join();
+  }
+  ~Io() { stop(); }
+};
+
+TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
+    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "tcp", env.timeout),
+      env_(env),
+      spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
+            CongestionControl::from_setting(env.tcp_congestion,
+                                            startup_site(env, "set up tcp connections"))},
+      mailbox_(env.unexpected_bytes_cap),
+      io_(std::make_unique<Io>()) {
+  const Deadline deadline = Clock::now() + env.connect_timeout;
+  std::vector<HostPort> table;
+  if (!env.hostfile.empty()) {
+    table = read_static_table(env.hostfile);
+    if (table.size() != static_cast<std::size_t>(world_size())) {
+      throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "read RLX_HOSTFILE"),
+                            env.hostfile + " lists " + std::to_string(table.size()) +
+                                " ranks but RLX_WORLD_SIZE is " + std::to_string(world_size()));
+    }
+    const HostPort& self = table[static_cast<std::size_t>(rank())];
+    const std::string host = env.ifname.empty() ? self.host : interface_address(env.ifname);
+    listener_ =
+        std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), self.port, spec_);
+  } else {
+    if (env.coordinator.empty()) {
+      throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "init tcp"),
+                            "neither RLX_COORDINATOR nor RLX_HOSTFILE is set",
+                            "start the program with rlxrun, or give every rank RLX_HOSTFILE");
+    }
+    const HostPort coordinator = parse_host_port(env.coordinator, "RLX_COORDINATOR");
+    UniqueFd fd;
+    try {
+      fd = connect_with_retry(coordinator, deadline);
+    } catch (const IoError& error) {
+      throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
+                            "is the launcher (RLX_COORDINATOR) still running?");
+    }
+    const std::string host =
+        env.ifname.empty() ? local_host(fd.get()) : interface_address(env.ifname);
+    listener_ = std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), 0, spec_);
+    table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
+                                           world_size(), {host, listener_->port()}, deadline);
+  }
+  connect_mesh(table, deadline);
+}
+
+void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
+  const auto n = static_cast<std::size_t>(world_size());
+  std::vector<std::vector<UniqueFd>> connections(n);
+  for (int peer = 0; peer < rank(); ++peer) {
+    for (int index = 0; index <= spec_.lanes; ++index) {
+      connections[static_cast<std::size_t>(peer)].push_back(
+          connect_to_peer(table[static_cast<std::size_t>(peer)], peer, index, spec_, deadline));
+    }
+  }
+  auto inbound = listener_->wait_for_peers(deadline);
+  for (std::size_t peer = static_cast<std::size_t>(rank()) + 1; peer < n; ++peer) {
+    connections[peer] = std::move(inbound[peer]);
+  }
+
+  PeerChannel::Hooks hooks{
+      .fail =
+          [this](std::exception_ptr error, bool tell_peers) {
+            try {
+              std::rethrow_exception(error);
+            } catch (const CollectiveError& e) {
+              fail(e, tell_peers);
+            }
+          },
+      .site = [this](std::string_view operation, int peer) { return site(operation, peer); },
+      .peer_closed = [this] { closed_cv_.notify_all(); }};
+  std::vector<std::vector<UniqueFd>> lanes(n);
+  channels_.resize(n);
+  for (std::size_t peer = 0; peer < n; ++peer) {
+    if (peer == static_cast<std::size_t>(rank())) continue;
+    auto& mine = connections[peer];
+    channels_[peer] = std::make_unique<PeerChannel>(io_->context, std::move(mine[0]),
+                                                    static_cast<int>(peer), mailbox_, hooks);
+    for (std::size_t lane = 1; lane < mine.size(); ++lane) {
+      lanes[peer].push_back(std::move(mine[lane]));
+    }
+  }
+  const bool share_cores = launch_env::ranks_share_cores(env_.local_size.value_or(world_size()));
+  links_ =
+      std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), share_cores,
+                                  latch_, [this](const CollectiveError& e) { fail(e, true); });
+  links_->set_silence_probe([this] { return describe_silent_peers(); });
+  for (auto& channel : channels_) {
+    if (channel) channel->start();
+  }
+}
+
+TcpTransport::~TcpTransport() { close_gracefully(); }
+
+void TcpTransport::close_gracefully() {
+  if (!links_) return;
+  const Deadline deadline = Clock::now() + std::chrono::seconds(1);
+  for (auto& channel : channels_) {
+    if (!channel) continue;
+    try {
+      channel->send({.kind = wire::FrameKind::close}, {}, deadline, -1);
+    } catch (const IoError&) {
+      // The peer is gone already; nothing to tell it.
+    }
+    channel->shutdown_send();
+  }
+  links_->shutdown_send();
+  // Wait briefly for the peers' own close, so we do not reset connections
+  // whose last bytes they are still reading.
+  std::unique_lock lock(closed_mutex_);
+  closed_cv_.wait_for(lock, std::min<Clock::duration>(kLinger, timeout()), [this] {
+    for (auto& channel : channels_) {
+      if (channel && !channel->peer_has_closed() && !latch_.tripped()) return false;
+    }
+    return true;
+  });
+  lock.unlock();
+  io_->stop();
+  channels_.clear();  // Asio objects go before their io_context
+  listener_.reset();
+  io_.reset();
+}
+
+std::uint16_t TcpTransport::listen_port() const { return listener_->port(); }
+
+void TcpTransport::fail(const CollectiveError& error, bool tell_peers) {
+  if (!latch_.trip(std::make_exception_ptr(error))) return;
+  mailbox_.fail(-1, std::make_exception_ptr(error));
+  closed_cv_.notify_all();
+  if (!tell_peers) return;
+  const std::string text = error.what();
+  const Deadline deadline = Clock::now() + std::chrono::seconds(1);
+  for (auto& channel : channels_) {
+    if (!channel) continue;
+    try {
+      channel->send(
+          {.kind = wire::FrameKind::abort, .tag = static_cast<std::uint32_t>(error.kind())},
+          std::as_bytes(std::span(text)), deadline, -1);
+    } catch (const IoError&) {
+      // That peer is gone; the others still hear about it.
+    }
+  }
+}
+
+std::string TcpTransport::describe_silent_peers() {
+  constexpr auto kAnswerWithin = std::chrono::seconds(1);
+  const Deadline deadline = Clock::now() + std::min<Clock::duration>(kAnswerWithin, timeout());
+  std::vector<std::pair<int, std::uint64_t>> asked;  // peer, pongs before the ping
+  std::vector<int> silent;
+  for (std::size_t peer = 0; peer < channels_.size(); ++peer) {
+    PeerChannel* channel = channels_[peer].get();
+    if (channel == nullptr || channel->peer_has_closed()) continue;
+    const std::uint64_t before = channel->pongs();
+    try {
+      channel->ping(deadline);
+      asked.emplace_back(static_cast<int>(peer), before);
+    } catch (const IoError&) {
+      silent.push_back(static_cast<int>(peer));
+    }
+  }
+  const auto answered = [&](const std::pair<int, std::uint64_t>& ask) {
+    return channels_[static_cast<std::size_t>(ask.first)]->pongs() > ask.second;
+  };
+  while (Clock::now() < deadline && !latch_.tripped() &&
+         !std::all_of(asked.begin(), asked.end(), answered)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (const auto& ask : asked) {
+    if (!answered(ask)) silent.push_back(ask.first);
+  }
+  if (latch_.tripped()) return "";
+  if (silent.empty()) {
+    return "; every other rank's process still answers, so one of them has not reached this "
+           "collective";
+  }
+  std::sort(silent.begin(), silent.end());
+  std::string ranks;
+  for (int peer : silent) ranks += (ranks.empty() ? "" : ", ") + std::to_string(peer);
+  return std::string("; rank") + (silent.size() > 1 ? "s " : " ") + ranks +
+         (silent.size() > 1 ? " do" : " does") +
+         " not answer at all (the process is stopped or hung): the likely cause";
+}
+
+void TcpTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+  latch_.rethrow_if_tripped();
+  if (to == rank()) {
+    if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
+      throw CollectiveError(ErrorKind::resource_exhausted,
+                            site("send_bytes", to, format_bytes(payload.size())),
+                            "messages to self not yet received exceed RLX_UNEXPECTED_BYTES");
+    }
+    return;
+  }
+  try {
+    channels_[static_cast<std::size_t>(to)]->send({.kind = wire::FrameKind::message, .tag = tag},
+                                                  payload, Clock::now() + timeout(),
+                                                  latch_.wake_fd());
+  } catch (const IoError& error) {
+    latch_.rethrow_if_tripped();
+    const auto kind =
+        error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
+    CollectiveError failure(
+        kind,
+        site("send_bytes", to, "tag " + std::to_string(tag) + ", " + format_bytes(payload.size())),
+        error.what());
+    fail(failure, kind == ErrorKind::timeout);
+    throw failure;
+  }
+}
+
+std::vector<std::byte> TcpTransport::do_recv_bytes(int from, Tag tag) {
+  auto message = mailbox_.take(from, tag, Clock::now() + timeout());
+  if (message) return std::move(*message);
+  throw CollectiveError(ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
+                        "no message arrived within " + std::to_string(timeout().count()) + " ms",
+                        "does rank " + std::to_string(from) + " send with this tag?");
+}
+
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env) {
+  return std::make_shared<TcpTransport>(env);
+}
+
+}  // namespace rlx::tcp

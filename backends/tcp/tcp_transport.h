@@ -1,0 +1,64 @@
+// The TCP ring transport: rlx's default.
+//
+// Between every pair of ranks: one point-to-point connection, read by an Asio
+// progress thread so send_bytes never waits for the receiver, and `lanes`
+// connections for collective steps, driven by the calling thread (LaneLinks).
+// Collectives are the algorithms of collectives/ over LaneLinks. The first
+// fatal error (peer lost, timeout, mismatch, protocol violation) is sent to
+// every other rank and makes every later call on any rank fail with it.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "backends/tcp/lane_links.h"
+#include "backends/tcp/mesh.h"
+#include "backends/tcp/peer_channel.h"
+#include "collectives/links_transport.h"
+#include "transport/failure_latch.h"
+#include "transport/launch_env.h"
+#include "transport/mailbox.h"
+
+namespace rlx::tcp {
+
+class TcpTransport final : public LinksTransport {
+ public:
+  // Joins the job described by `env` (rendezvous, listen, connect).
+  explicit TcpTransport(const launch_env::LaunchEnv& env);
+  ~TcpTransport() override;
+
+  // Where this rank listens (for tests and diagnostics).
+  std::uint16_t listen_port() const;
+
+ protected:
+  void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
+  std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
+  Links& links() override { return *links_; }
+  void check_not_failed() override { latch_.rethrow_if_tripped(); }
+
+ private:
+  struct Io;
+  void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
+  // Records the failure; `tell_peers` sends it to every other rank first.
+  void fail(const CollectiveError& error, bool tell_peers);
+  // Pings every peer and names those whose progress thread does not answer
+  // within a second (stopped or hung processes); for timeout messages.
+  std::string describe_silent_peers();
+  void close_gracefully();
+
+  launch_env::LaunchEnv env_;
+  MeshSpec spec_;
+  FailureLatch latch_;
+  Mailbox mailbox_;
+  std::unique_ptr<Io> io_;
+  std::unique_ptr<Listener> listener_;
+  std::vector<std::unique_ptr<PeerChannel>> channels_;  // [peer]; null for self
+  std::unique_ptr<LaneLinks> links_;
+  std::mutex closed_mutex_;
+  std::condition_variable closed_cv_;
+};
+
+}  // namespace rlx::tcp

@@ -1,0 +1,20 @@
+// Entry points of the RDMA verbs transport. backends/verbs/no_verbs.cc
+// implements them when rlx is built without verbs (RLX_WITH_VERBS=OFF, or AUTO
+// without libibverbs and librdmacm).
+#pragma once
+
+#include <memory>
+
+#include "transport/launch_env.h"
+#include "transport/transport.h"
+
+namespace rlx::verbs {
+
+// True when this build contains the verbs transport.
+bool is_built();
+
+// Connects to every rank over RDMA. Throws CollectiveError
+// (backend_unavailable) when the transport is not built or no device works.
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env);
+
+}  // namespace rlx::verbs

@@ -1,0 +1,169 @@
+#include "backends/verbs/verbs_transport.h"
+
+#include <cstdlib>
+
+#include <infiniband/verbs.h>
+#include <poll.h>
+
+#include "backends/verbs/verbs.h"
+#include "collectives/algorithms.h"
+#include "transport/endpoint.h"
+#include "transport/launch_env.h"
+#include "transport/rendezvous/client.h"
+
+namespace rlx::verbs {
+namespace {
+
+// How long a waiting caller polls before it sleeps: latency against idle CPU.
+constexpr const char* kSpinSetting = "RLX_VERBS_SPIN_US";
+
+ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) {
+  return {.rank = env.rank.value_or(-1),
+          .world_size = env.world_size.value_or(-1),
+          .operation = std::move(operation)};
+}
+
+}  // namespace
+
+VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
+    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "verbs", env.timeout),
+      mailbox_(env.unexpected_bytes_cap) {
+  try {
+    set_up(env);
+  } catch (...) {
+    tear_down();
+    throw;
+  }
+}
+
+VerbsTransport::~VerbsTransport() {
+  if (engine_) engine_->close();
+  tear_down();
+}
+
+void VerbsTransport::tear_down() noexcept {
+  if (engine_) engine_->stop();
+  if (cm_) cm_->destroy_connections();
+  links_.reset();
+  engine_.reset();
+  if (cm_) cm_->release_memory();
+  device_.reset();
+  cm_.reset();
+}
+
+std::string VerbsTransport::choose_address(const launch_env::LaunchEnv& env,
+                                           const DeviceSettings& settings, int coordinator_fd) {
+  if (!env.ifname.empty()) return interface_address(env.ifname);
+  const bool overridden = !settings.device.empty() || settings.port != 0 || settings.gid_index;
+  if (overridden) return rdma_port_address(settings, startup_site(env, "choose RDMA device"));
+  // The address that reaches the coordinator, when an RDMA device serves it.
+  std::string address = local_host(coordinator_fd);
+  if (is_loopback_address(address)) {
+    address = rdma_port_address(settings, startup_site(env, "choose RDMA device"));
+  }
+  return address;
+}
+
+void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
+  const Deadline deadline = Clock::now() + env.connect_timeout;
+  if (env.coordinator.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "init verbs"),
+                          "RLX_COORDINATOR is not set",
+                          "start the program with rlxrun --backend verbs");
+  }
+  const HostPort coordinator = parse_host_port(env.coordinator, "RLX_COORDINATOR");
+  UniqueFd fd;
+  try {
+    fd = connect_with_retry(coordinator, deadline);
+  } catch (const IoError& error) {
+    throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
+                          "is the launcher (RLX_COORDINATOR) still running?");
+  }
+  const DeviceSettings settings =
+      device_settings([](const char* name) -> const char* { return std::getenv(name); });
+  std::string address = choose_address(env, settings, fd.get());
+  cm_ = std::make_unique<ConnectionManager>(rank(), world_size(), env.job_token, address);
+  if (cm_->context() == nullptr && env.ifname.empty() && settings.device.empty()) {
+    // The coordinator's route has no RDMA device behind it: use the first active port.
+    address = rdma_port_address(settings, startup_site(env, "choose RDMA device"));
+    cm_ = std::make_unique<ConnectionManager>(rank(), world_size(), env.job_token, address);
+  }
+  if (cm_->context() == nullptr) {
+    throw CollectiveError(ErrorKind::backend_unavailable, startup_site(env, "choose RDMA device"),
+                          "no RDMA device serves " + address +
+                              (env.ifname.empty() ? "" : " (RLX_IFNAME=" + env.ifname + ")"),
+                          "pick an interface with an RDMA device (`rdma link` lists them)");
+  }
+  const std::string chosen = verbs::device_name(cm_->context());
+  if (!settings.device.empty() && chosen != settings.device) {
+    throw CollectiveError(
+        ErrorKind::invalid_argument, startup_site(env, "choose RDMA device"),
+        "RLX_IB_DEVICE=" + settings.device + " but " + address + " belongs to " + chosen,
+        "unset RLX_IFNAME or RLX_IB_DEVICE, or make them agree");
+  }
+  device_ = std::make_unique<Device>(cm_->context(), Engine::cq_entries(world_size()),
+                                     startup_site(env, "open " + chosen));
+  Engine::Spec spec{rank(), world_size(), timeout()};
+  spec.yield_while_spinning = launch_env::ranks_share_cores(env.local_size.value_or(world_size()));
+  if (const char* spin = std::getenv(kSpinSetting)) {
+    char* end = nullptr;
+    const long us = std::strtol(spin, &end, 10);
+    if (end == spin || *end != '\0' || us < 0 || us > 1'000'000) {
+      throw CollectiveError(ErrorKind::invalid_argument,
+                            startup_site(env, "read launch environment"),
+                            std::string(kSpinSetting) + "='" + spin + "' is not valid",
+                            "a whole number of microseconds from 0 to 1000000");
+    }
+    spec.caller_spin = std::chrono::microseconds(us);
+  }
+  engine_ = std::make_unique<Engine>(spec, *device_, mailbox_, latch_);
+  Engine& engine = *engine_;
+  cm_->attach(device_->pd(), device_->cq(), Engine::queue_shape(),
+              {.local_ring = [&engine](int peer) { return engine.local_ring(peer); },
+               .post_receives = [&engine](int peer, ibv_qp* qp) { engine.post_receives(peer, qp); },
+               .ready = [&engine](const PeerLink& link) { engine.on_ready(link); },
+               .lost = [&engine](int peer, const std::string& why) { engine.on_lost(peer, why); }});
+  ConnectionManager& cm = *cm_;
+  engine.set_handshake_handler([&cm](const ibv_wc& wc) { cm.on_completion(wc); });
+  const auto table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
+                                                    world_size(), {address, cm_->port()}, deadline);
+  connect_mesh(table, deadline);
+  engine.start(cm_->event_fd(), [&cm] { cm.handle_events(); });
+  links_ = std::make_unique<VerbsLinks>(rank(), world_size(), engine);
+}
+
+void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
+  ConnectionManager& cm = *cm_;
+  engine_->run_locked([&] { cm.start_connecting(table); });
+  while (!cm.mesh_complete()) {
+    latch_.rethrow_if_tripped();
+    if (Clock::now() >= deadline) {
+      throw CollectiveError(
+          ErrorKind::timeout, site("connect"),
+          "ranks " + cm.missing() + " never connected over RDMA before RLX_CONNECT_TIMEOUT_S",
+          "those ranks' own output says why they did not start or connect");
+    }
+    pollfd fds[2] = {{cm.event_fd(), POLLIN, 0}, {device_->channel()->fd, POLLIN, 0}};
+    ::poll(fds, 2, 1);
+    engine_->run_locked([&] { cm.handle_events(); });
+  }
+  latch_.rethrow_if_tripped();
+}
+
+void VerbsTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+  latch_.rethrow_if_tripped();
+  if (to == rank()) return engine_->deliver_to_self(tag, payload);
+  engine_->send_message(to, tag, payload);
+}
+
+std::vector<std::byte> VerbsTransport::do_recv_bytes(int from, Tag tag) {
+  return engine_->receive_message(from, tag);
+}
+
+bool is_built() { return true; }
+
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env) {
+  return std::make_shared<VerbsTransport>(env);
+}
+
+}  // namespace rlx::verbs

@@ -1,0 +1,55 @@
+// The RDMA verbs transport: rdma_cm connections authenticated with the job
+// token, eager SENDs for small messages, RDMA WRITE_WITH_IMM rings for large
+// ones and for collective steps, and the algorithms of collectives/ on top.
+// Selected with RLX_BACKEND=verbs (rlxrun --backend verbs).
+#pragma once
+
+#include <memory>
+
+#include "backends/verbs/connection_manager.h"
+#include "backends/verbs/device.h"
+#include "backends/verbs/engine.h"
+#include "backends/verbs/verbs_links.h"
+#include "collectives/links_transport.h"
+#include "transport/failure_latch.h"
+#include "transport/launch_env.h"
+#include "transport/mailbox.h"
+
+namespace rlx::verbs {
+
+class VerbsTransport final : public LinksTransport {
+ public:
+  // Joins the job described by `env`: picks the RDMA address, listens,
+  // registers it with the rendezvous and connects to every rank.
+  explicit VerbsTransport(const launch_env::LaunchEnv& env);
+  ~VerbsTransport() override;
+
+  // The address and rdma_cm port this rank listens on, and its device.
+  const std::string& address() const { return cm_->address(); }
+  std::uint16_t port() const { return cm_->port(); }
+  std::string device_name() const { return device_->name(); }
+
+ protected:
+  void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
+  std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
+  Links& links() override { return *links_; }
+  void check_not_failed() override { latch_.rethrow_if_tripped(); }
+
+ private:
+  void set_up(const launch_env::LaunchEnv& env);
+  std::string choose_address(const launch_env::LaunchEnv& env, const DeviceSettings& settings,
+                             int coordinator_fd);
+  void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
+  // Tears down in the order the verbs objects need: queue pairs, memory,
+  // CQ and PD, then the listening id and event channel.
+  void tear_down() noexcept;
+
+  FailureLatch latch_;
+  Mailbox mailbox_;
+  std::unique_ptr<ConnectionManager> cm_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<VerbsLinks> links_;
+};
+
+}  // namespace rlx::verbs

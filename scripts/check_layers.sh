@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Fails when a library folder includes from a folder it must not depend on:
+# the layers of docs/ARCHITECTURE.md, checked on every #include "..." of the
+# library's sources (tests, benchmarks and examples may include anything).
+# Usage: scripts/check_layers.sh [REPO_ROOT]
+set -euo pipefail
+cd "${1:-$(dirname "$0")/..}"
+
+# Each folder and the folders its files may include from (besides itself).
+declare -A may_include=(
+  [core]=""
+  [transport]="core"
+  [transport/rendezvous]="core transport"
+  [collectives]="core transport"
+  [backends/singleton]="core transport"
+  [backends/tcp]="core transport transport/rendezvous collectives"
+  [backends/mpi]="core transport collectives"
+  [backends/verbs]="core transport transport/rendezvous collectives"
+  [rlx]="core transport transport/rendezvous collectives backends/singleton backends/tcp
+         backends/mpi backends/verbs"
+)
+# The launcher shares only the contract with the library: these files.
+launcher_may_include=" transport/launch_env.h transport/endpoint.h transport/rendezvous/server.h
+  rlx/version.h "
+
+violations=0
+report() {
+  echo "layering: $1:$2 includes \"$3\": $4" >&2
+  violations=$((violations + 1))
+}
+
+check_file() {
+  local file=$1 folder=$2
+  local line number included target
+  while IFS=: read -r number line; do
+    included=${line#*\"}
+    included=${included%%\"*}
+    [[ $included == */* ]] || continue  # a system or same-folder header
+    target=$(dirname "$included")
+    [[ $target == "$folder" ]] && continue
+    if [[ $folder == launcher ]]; then
+      [[ " ${launcher_may_include//$'\n'/ } " == *" $included "* ]] ||
+        report "$file" "$number" "$included" "launcher/ may include only the launch contract"
+      continue
+    fi
+    if [[ -z ${may_include[$folder]+set} ]]; then
+      report "$file" "$number" "$included" "$folder/ is not a known layer"
+      continue
+    fi
+    [[ " ${may_include[$folder]//$'\n'/ } " == *" $target "* ]] ||
+      report "$file" "$number" "$included" "$folder/ may include only: ${may_include[$folder]}"
+  done < <(grep -n '^#include "' "$file" || true)
+}
+
+while IFS= read -r file; do
+  check_file "$file" "$(dirname "$file")"
+done < <(find core transport collectives backends rlx launcher \( -name '*.h' -o -name '*.cc' \) \
+  ! -name '*_test.cc' | sort)
+
+if ((violations > 0)); then
+  echo "layering: $violations include(s) point up or sideways; see docs/ARCHITECTURE.md" >&2
+  exit 1
+fi
+echo "layering: every include points down"

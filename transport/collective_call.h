@@ -1,0 +1,39 @@
+// What a rank is doing in one collective call: the description every
+// backend checks across ranks (TCP and verbs carry it in each step's frame
+// header, MPI all-reduces it before the call), so ranks that called different
+// collectives, or the same one with different sizes, fail with mismatch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "transport/transport.h"
+
+namespace rlx {
+
+enum class CollectiveKind : std::uint8_t {
+  all_reduce = 1,
+  all_gather = 2,
+  reduce_scatter = 3,
+  broadcast = 4,
+  barrier = 5,
+};
+
+std::string_view name_of(CollectiveKind kind);
+
+// What a rank is doing: the same on every rank for one collective call.
+struct CollectiveCall {
+  CollectiveKind kind = CollectiveKind::barrier;
+  ReduceOp op = ReduceOp::sum;
+  Dtype dtype = Dtype::u8;
+  std::uint64_t count = 0;     // elements per rank (all_gather: each rank's contribution)
+  std::uint64_t sequence = 0;  // how many collectives this group ran before
+  std::int32_t root = -1;      // broadcast only
+
+  friend bool operator==(const CollectiveCall&, const CollectiveCall&) = default;
+  // "all_reduce sum of 1024 x f32 (4 KiB), collective #7".
+  std::string describe() const;
+};
+
+}  // namespace rlx
