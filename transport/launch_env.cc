@@ -143,6 +143,12 @@ LaunchEnv from_process_environment() {
   return parse([](const char* name) -> const char* { return std::getenv(name); });
 }
 
+ErrorSite startup_site(const LaunchEnv& env, std::string operation) {
+  return {.rank = env.rank.value_or(-1),
+          .world_size = env.world_size.value_or(-1),
+          .operation = std::move(operation)};
+}
+
 bool ranks_share_cores(int ranks_on_host) {
   const auto threads = std::thread::hardware_concurrency();  // 0 when unknown
   return threads > 0 && ranks_on_host > static_cast<int>(threads);

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "transport/errors.h"
+
 namespace rlx::launch_env {
 
 // Set by rlxrun for every rank.
@@ -71,6 +73,10 @@ struct LaunchEnv {
   // True when Open MPI's mpirun started this process.
   bool launched_by_mpirun() const { return mpi_world_size.has_value(); }
 };
+
+// Where a failure before the group exists happened: this rank, its group
+// size (from the settings) and `operation`.
+ErrorSite startup_site(const LaunchEnv& env, std::string operation);
 
 // Looks a variable up; returns nullptr when it is unset.
 using Lookup = std::function<const char*(const char* name)>;

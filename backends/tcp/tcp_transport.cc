@@ -12,17 +12,12 @@
 
 namespace rlx::tcp {
 namespace asio = boost::asio;
+using launch_env::startup_site;
 
 namespace {
 
 // How long shutdown waits for peers to close their side before closing ours.
 constexpr auto kLinger = std::chrono::seconds(2);
-
-ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) {
-  return {.rank = env.rank.value_or(-1),
-          .world_size = env.world_size.value_or(-1),
-          .operation = std::move(operation)};
-}
 
 // The address to listen on: the interface's when RLX_IFNAME names one, the
 // loopback address when the peers are reached through it (a job on this host
@@ -72,19 +67,8 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
     listener_ =
         std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), self.port, spec_);
   } else {
-    if (env.coordinator.empty()) {
-      throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "init tcp"),
-                            "neither RLX_COORDINATOR nor RLX_HOSTFILE is set",
-                            "start the program with rlxrun, or give every rank RLX_HOSTFILE");
-    }
-    const HostPort coordinator = parse_host_port(env.coordinator, "RLX_COORDINATOR");
-    UniqueFd fd;
-    try {
-      fd = connect_with_retry(coordinator, deadline);
-    } catch (const IoError& error) {
-      throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
-                            "is the launcher (RLX_COORDINATOR) still running?");
-    }
+    const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
+        env, deadline, "start the program with rlxrun, or give every rank RLX_HOSTFILE");
     const std::string host =
         env.ifname.empty() ? local_host(fd.get()) : interface_address(env.ifname);
     listener_ = std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), 0, spec_);

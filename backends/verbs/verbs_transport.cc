@@ -17,13 +17,9 @@ namespace {
 // How long a waiting caller polls before it sleeps: latency against idle CPU.
 constexpr const char* kSpinSetting = "RLX_VERBS_SPIN_US";
 
-ErrorSite startup_site(const launch_env::LaunchEnv& env, std::string operation) {
-  return {.rank = env.rank.value_or(-1),
-          .world_size = env.world_size.value_or(-1),
-          .operation = std::move(operation)};
-}
-
 }  // namespace
+
+using launch_env::startup_site;
 
 VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
     : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "verbs", env.timeout),
@@ -66,19 +62,8 @@ std::string VerbsTransport::choose_address(const launch_env::LaunchEnv& env,
 
 void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
-  if (env.coordinator.empty()) {
-    throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "init verbs"),
-                          "RLX_COORDINATOR is not set",
-                          "start the program with rlxrun --backend verbs");
-  }
-  const HostPort coordinator = parse_host_port(env.coordinator, "RLX_COORDINATOR");
-  UniqueFd fd;
-  try {
-    fd = connect_with_retry(coordinator, deadline);
-  } catch (const IoError& error) {
-    throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
-                          "is the launcher (RLX_COORDINATOR) still running?");
-  }
+  const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
+      env, deadline, "start the program with rlxrun --backend verbs");
   const DeviceSettings settings =
       device_settings([](const char* name) -> const char* { return std::getenv(name); });
   std::string address = choose_address(env, settings, fd.get());

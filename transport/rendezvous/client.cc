@@ -29,6 +29,22 @@ void write_message(int fd, const std::vector<std::byte>& body, Deadline deadline
 
 }  // namespace
 
+CoordinatorConnection connect_to_coordinator(const launch_env::LaunchEnv& env, Deadline deadline,
+                                             std::string_view how_to_start) {
+  if (env.coordinator.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "rendezvous"),
+                          "RLX_COORDINATOR is not set", std::string(how_to_start));
+  }
+  CoordinatorConnection connection{.address = parse_host_port(env.coordinator, "RLX_COORDINATOR")};
+  try {
+    connection.fd = connect_with_retry(connection.address, deadline);
+  } catch (const IoError& error) {
+    throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
+                          "is the launcher (RLX_COORDINATOR) still running?");
+  }
+  return connection;
+}
+
 std::vector<HostPort> exchange_endpoints(int coordinator, const HostPort& coordinator_address,
                                          std::string_view token, int rank, int world_size,
                                          const HostPort& self, Deadline deadline) {
