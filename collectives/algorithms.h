@@ -7,11 +7,13 @@
 #pragma once
 
 #include "collectives/links.h"
+#include "collectives/tuning.h"
 
 namespace rlx {
 
-// In place. Chooses recursive doubling for small buffers and the ring for large.
-void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data);
+// In place. Chooses recursive doubling for small buffers and the ring for
+// large, at the crossover `tuning`'s cost model predicts (or as it forces).
+void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data, const Tuning& tuning);
 
 // Bandwidth-optimal: reduce-scatter then all-gather around both directions of
 // the ring, over every lane, each step's receive reduced as it streams in.
@@ -51,8 +53,6 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
 // Dissemination barrier: ceil(log2 n) rounds, no rank leaves before all entered.
 void barrier_dissemination(Links& links, const CollectiveCall& call);
 
-// Below this many bytes all_reduce uses recursive doubling.
-std::size_t all_reduce_ring_threshold(int world_size);
 // Below this many bytes per rank all_gather exchanges directly.
 std::size_t all_gather_ring_threshold(int world_size);
 

@@ -130,7 +130,10 @@ class AlgorithmTest : public ::testing::TestWithParam<std::tuple<int, int>> {};
 TEST_P(AlgorithmTest, AllReduceEveryAlgorithmMatchesTheReference) {
   const auto [n, lanes] = GetParam();
   using Algo = void (*)(Links&, const CollectiveCall&, ElementSpan);
-  for (Algo algo : {&all_reduce_ring, &all_reduce_recursive_doubling, &all_reduce}) {
+  const Algo chosen_by_size = [](Links& links, const CollectiveCall& call, ElementSpan data) {
+    all_reduce(links, call, data, Tuning{});
+  };
+  for (Algo algo : {&all_reduce_ring, &all_reduce_recursive_doubling, chosen_by_size}) {
     for (std::size_t count : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(n - 1),
                               std::size_t{13}, std::size_t{1000}, std::size_t{65537}}) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max}) {
@@ -163,7 +166,7 @@ TEST_P(AlgorithmTest, FloatResultsAreBitIdenticalOnEveryRank) {
       data[i] = 1.0f / static_cast<float>(i + 1 + static_cast<std::size_t>(links.rank()) * 31);
     }
     all_reduce(links, {CollectiveKind::all_reduce, ReduceOp::sum, Dtype::f32, data.size(), 1},
-               ElementSpan::of(std::span(data)));
+               ElementSpan::of(std::span(data)), Tuning{});
     results[static_cast<std::size_t>(links.rank())] = data;
   });
   for (int r = 1; r < n; ++r) {
@@ -261,7 +264,7 @@ TEST(InProcessLinks, DisagreeingRanksAreDetected) {
                                    all_reduce(links,
                                               {CollectiveKind::all_reduce, ReduceOp::sum,
                                                Dtype::f32, data.size(), 1},
-                                              ElementSpan::of(std::span(data)));
+                                              ElementSpan::of(std::span(data)), Tuning{});
                                  }),
                        "mismatch");
 }

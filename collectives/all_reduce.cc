@@ -1,50 +1,36 @@
-#include <cstdlib>
 #include <string>
-#include <string_view>
 
 #include "collectives/algorithms.h"
-#include "collectives/cost_model.h"
-#include "transport/errors.h"
-#include "transport/launch_env.h"
 
 namespace rlx {
 namespace {
 
-enum class AllReduceChoice { by_size, ring, recursive_doubling };
+using launch_env::AllReduceAlgorithm;
 
-// RLX_ALL_REDUCE_ALGORITHM=ring|recursive_doubling forces one algorithm
-// (what bench/scaling measures the model with); unset or "auto": by size.
-AllReduceChoice forced_all_reduce(const Links& links) {
-  static const char* const setting = std::getenv("RLX_ALL_REDUCE_ALGORITHM");
-  if (setting == nullptr) return AllReduceChoice::by_size;
-  const std::string_view name = setting;
-  if (name == "ring") return AllReduceChoice::ring;
-  if (name == "recursive_doubling") return AllReduceChoice::recursive_doubling;
-  if (name.empty() || name == "auto") return AllReduceChoice::by_size;
-  throw CollectiveError(
-      ErrorKind::invalid_argument,
-      {.rank = links.rank(), .world_size = links.world_size(), .operation = "all_reduce"},
-      "RLX_ALL_REDUCE_ALGORITHM is '" + std::string(name) + "'",
-      "use ring, recursive_doubling or auto");
-}
-
-// The fitted constants that match this host: more ranks here than cores
-// (RLX_LOCAL_SIZE, set by rlxrun) means ranks share cores.
-const CostModel& cost_here() {
-  static const CostModel& cost = [&]() -> const CostModel& {
-    const char* local = std::getenv(launch_env::kLocalSize);
-    const int ranks_here = local != nullptr ? std::atoi(local) : 1;
-    return launch_env::ranks_share_cores(ranks_here) ? kFittedCostSharedCores : kFittedCost;
-  }();
-  return cost;
+// The algorithm for `data`, and why.
+AllReduceAlgorithm choose(const Links& links, ElementSpan data, const Tuning& tuning,
+                          std::string* why) {
+  // The ring splits the buffer into a block per rank: it needs an element each.
+  const bool tiny = data.count < static_cast<std::size_t>(links.world_size());
+  if (tuning.all_reduce == AllReduceAlgorithm::ring && tiny) {
+    if (why) *why = "RLX_ALL_REDUCE_ALGORITHM=ring, but fewer elements than ranks";
+    return AllReduceAlgorithm::recursive_doubling;
+  }
+  if (tuning.all_reduce != AllReduceAlgorithm::by_size) {
+    if (why) *why = "forced by RLX_ALL_REDUCE_ALGORITHM";
+    return tuning.all_reduce;
+  }
+  const std::size_t crossover = all_reduce_crossover_bytes(tuning.cost, links.world_size());
+  const bool ring = !tiny && data.bytes() >= crossover;
+  if (why) {
+    *why = std::string(ring ? "at or above" : "below") + " the crossover of " +
+           std::to_string(crossover) + " B at " + std::to_string(links.world_size()) +
+           " ranks (cost model: " + tuning.cost_source + ")";
+  }
+  return ring ? AllReduceAlgorithm::ring : AllReduceAlgorithm::recursive_doubling;
 }
 
 }  // namespace
-
-// The crossover the cost model predicts (docs/SCALING.md).
-std::size_t all_reduce_ring_threshold(int world_size) {
-  return all_reduce_crossover_bytes(cost_here(), world_size);
-}
 
 // Per rank's contribution. At 4 ranks the direct exchange took 200 us for
 // 64 KiB each where the ring took 390 us; the ring won from 1 MiB each.
@@ -52,19 +38,9 @@ std::size_t all_gather_ring_threshold(int world_size) {
   return world_size <= 2 ? std::size_t{1} << 30 : std::size_t{512} << 10;
 }
 
-void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data) {
-  const bool tiny = data.count < static_cast<std::size_t>(links.world_size());
-  switch (forced_all_reduce(links)) {
-    case AllReduceChoice::ring:
-      if (!tiny) return all_reduce_ring(links, call, data);
-      break;  // the ring needs an element per rank
-    case AllReduceChoice::recursive_doubling:
-      return all_reduce_recursive_doubling(links, call, data);
-    case AllReduceChoice::by_size:
-      if (!tiny && data.bytes() >= all_reduce_ring_threshold(links.world_size())) {
-        return all_reduce_ring(links, call, data);
-      }
-      break;
+void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data, const Tuning& tuning) {
+  if (choose(links, data, tuning, nullptr) == AllReduceAlgorithm::ring) {
+    return all_reduce_ring(links, call, data);
   }
   all_reduce_recursive_doubling(links, call, data);
 }

@@ -2,7 +2,11 @@
 
 #include <bit>
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <sstream>
+
+#include "transport/errors.h"
 
 namespace rlx {
 
@@ -32,6 +36,57 @@ std::size_t all_reduce_crossover_bytes(const CostModel& cost, int world_size) {
   if (extra_fixed <= 0) return 0;
   if (saved_per_byte <= 0) return std::numeric_limits<std::size_t>::max();
   return static_cast<std::size_t>(std::ceil(extra_fixed / saved_per_byte));
+}
+
+namespace {
+
+[[noreturn]] void bad_file(const std::string& path, int line, const std::string& what) {
+  throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read cost model"},
+                        "RLX_COST_MODEL=" + path +
+                            (line > 0 ? ", line " + std::to_string(line) : std::string()) + ": " +
+                            what,
+                        "bench/scaling --write-cost-model writes this file; lines are "
+                        "'dedicated|shared ALPHA BETA GAMMA' in s, s/B, s/B");
+}
+
+}  // namespace
+
+CostModelFile parse_cost_model_file(const std::string& text, const std::string& path) {
+  CostModelFile file;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    if (const auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::string situation;
+    if (!(fields >> situation)) continue;  // blank or comment
+    CostModel cost;
+    std::string extra;
+    if (!(fields >> cost.alpha >> cost.beta >> cost.gamma) || (fields >> extra)) {
+      bad_file(path, number, "expected '" + situation + " ALPHA BETA GAMMA'");
+    }
+    const bool sane = std::isfinite(cost.alpha) && std::isfinite(cost.beta) &&
+                      std::isfinite(cost.gamma) && cost.alpha >= 0 && cost.beta >= 0 &&
+                      cost.gamma >= 0 && cost.alpha + cost.beta + cost.gamma > 0;
+    if (!sane) bad_file(path, number, "constants must be finite, not negative, not all zero");
+    if (situation == "dedicated") {
+      file.dedicated_cores = cost;
+    } else if (situation == "shared") {
+      file.shared_cores = cost;
+    } else {
+      bad_file(path, number, "'" + situation + "' is neither dedicated nor shared");
+    }
+  }
+  if (!file.dedicated_cores && !file.shared_cores) bad_file(path, 0, "no constants in it");
+  return file;
+}
+
+CostModelFile read_cost_model_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bad_file(path, 0, "cannot be read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_cost_model_file(text.str(), path);
 }
 
 }  // namespace rlx

@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
+#include <string>
 
 namespace rlx {
 
@@ -49,5 +51,19 @@ inline constexpr CostModel kFittedCost{.alpha = 9.3e-6, .beta = 0.206e-9, .gamma
 // waits for the scheduler to run the ranks it depends on.
 inline constexpr CostModel kFittedCostSharedCores{
     .alpha = 44.1e-6, .beta = 0.358e-9, .gamma = 0.232e-9};
+
+// A cost model file (RLX_COST_MODEL), as bench/scaling --write-cost-model
+// writes it: '#' comments, and lines "dedicated ALPHA BETA GAMMA" (a core per
+// rank) and "shared ALPHA BETA GAMMA" (ranks share cores), in seconds, s/B, s/B.
+struct CostModelFile {
+  std::optional<CostModel> dedicated_cores;
+  std::optional<CostModel> shared_cores;
+};
+
+// Parses a cost model file's text; throws CollectiveError (invalid_argument)
+// naming `path`, the line and what is wrong.
+CostModelFile parse_cost_model_file(const std::string& text, const std::string& path);
+// Reads and parses the file at `path`.
+CostModelFile read_cost_model_file(const std::string& path);
 
 }  // namespace rlx

@@ -1,8 +1,14 @@
 #include "collectives/cost_model.h"
 
+#include <cstdio>
+#include <fstream>
 #include <limits>
+#include <string>
 
 #include <gtest/gtest.h>
+
+#include "collectives/tuning.h"
+#include "transport/errors.h"
 
 namespace rlx {
 namespace {
@@ -47,4 +53,54 @@ TEST(CostModel, AtTwoRanksOnlyTheRingsSmallerReductionPaysForItsExtraStep) {
 }
 
 }  // namespace
+TEST(CostModelFile, ReadsBothSituationsAndIgnoresComments) {
+  const CostModelFile file = parse_cost_model_file(
+      "# fitted by bench/scaling\n"
+      "dedicated 9e-06 2e-10 6e-11\n"
+      "\n"
+      "shared 4.4e-05 3.6e-10 2.3e-10  # 4 ranks on 2 cores\n",
+      "fitted.txt");
+  ASSERT_TRUE(file.dedicated_cores && file.shared_cores);
+  EXPECT_DOUBLE_EQ(file.dedicated_cores->alpha, 9e-6);
+  EXPECT_DOUBLE_EQ(file.shared_cores->gamma, 2.3e-10);
+  EXPECT_FALSE(parse_cost_model_file("shared 1 2 3\n", "f").dedicated_cores);
+}
+
+TEST(CostModelFile, MalformedFilesAreRefusedNamingFileAndLine) {
+  auto refused = [](const std::string& text, const std::string& fragment) {
+    try {
+      parse_cost_model_file(text, "model.txt");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const CollectiveError& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find("RLX_COST_MODEL=model.txt"), std::string::npos) << what;
+      EXPECT_NE(what.find(fragment), std::string::npos) << what;
+    }
+  };
+  refused("dedicated 1e-6 2e-10\n", "line 1");
+  refused("# ok\nfast 1 2 3\n", "line 2: 'fast' is neither");
+  refused("dedicated 1 2 3 4\n", "line 1");
+  refused("dedicated -1 2 3\n", "not negative");
+  refused("dedicated nan 2 3\n", "line 1");  // not a number to the stream either
+  refused("# nothing\n", "no constants");
+  EXPECT_THROW(read_cost_model_file("/nonexistent/rlx-cost-model"), CollectiveError);
+}
+
+TEST(Tuning, ComesFromTheSettingsAndTheCostModelFile) {
+  launch_env::LaunchEnv env;
+  EXPECT_EQ(tuning_for(env).cost.alpha, kFittedCost.alpha);
+  env.all_reduce_algorithm = launch_env::AllReduceAlgorithm::ring;
+  EXPECT_EQ(tuning_for(env).all_reduce, launch_env::AllReduceAlgorithm::ring);
+
+  const std::string path = ::testing::TempDir() + "rlx_cost_model_test.txt";
+  std::ofstream(path) << "dedicated 1e-05 1e-10 1e-10\n";
+  env.cost_model_file = path;
+  const Tuning tuning = tuning_for(env);
+  EXPECT_DOUBLE_EQ(tuning.cost.alpha, 1e-5);
+  EXPECT_NE(tuning.cost_source.find(path), std::string::npos);
+  env.cost_model_file = path + ".missing";
+  EXPECT_THROW(tuning_for(env), CollectiveError);
+  std::remove(path.c_str());
+}
+
 }  // namespace rlx

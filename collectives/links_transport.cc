@@ -4,6 +4,10 @@
 
 namespace rlx {
 
+LinksTransport::LinksTransport(const launch_env::LaunchEnv& env, std::string backend)
+    : Transport(env.rank.value_or(0), env.world_size.value_or(1), std::move(backend), env.timeout),
+      tuning_(tuning_for(env)) {}
+
 CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
                                          std::uint64_t count) {
   check_not_failed();
@@ -11,7 +15,8 @@ CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype
 }
 
 void LinksTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
-  rlx::all_reduce(links(), next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), data);
+  rlx::all_reduce(links(), next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), data,
+                  tuning_);
 }
 
 void LinksTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {

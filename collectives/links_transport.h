@@ -7,13 +7,16 @@
 #include <cstdint>
 
 #include "collectives/links.h"
+#include "collectives/tuning.h"
 #include "transport/transport.h"
 
 namespace rlx {
 
 class LinksTransport : public Transport {
  protected:
-  using Transport::Transport;
+  // A transport of rank env.rank in a group of env.world_size, whose
+  // algorithms are tuned by env's settings (tuning_for).
+  LinksTransport(const launch_env::LaunchEnv& env, std::string backend);
 
   // The backend's links; called only once the group is connected.
   virtual Links& links() = 0;
@@ -28,6 +31,7 @@ class LinksTransport : public Transport {
  private:
   CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
 
+  const Tuning tuning_;
   std::uint64_t sequence_ = 0;
 };
 

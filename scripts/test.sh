@@ -30,7 +30,11 @@ run_preset release
 echo "=== rlx: bench/compare --short ==="
 bench/compare --short --build build/release --out build/release/bench-short >/dev/null
 echo "=== rlx: bench/scaling --short ==="
-bench/scaling --short --build build/release --out build/release/scaling-short >/dev/null
+bench/scaling --short --build build/release --out build/release/scaling-short \
+  --write-cost-model build/release/scaling-short/cost-model >/dev/null
+# The fitted file round-trips: a job reads it (a malformed one fails the job).
+RLX_COST_MODEL=build/release/scaling-short/cost-model build/release/bin/rlxrun -n 2 \
+  build/release/examples/hello_allreduce >/dev/null
 if [[ $quick -eq 0 ]]; then
   run_preset asan
   run_preset tsan

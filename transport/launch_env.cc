@@ -106,6 +106,26 @@ void detect_foreign_launcher(const Lookup& lookup, LaunchEnv& env) {
   }
 }
 
+AllReduceAlgorithm get_all_reduce_algorithm(const Lookup& lookup) {
+  const std::string name = get_string(lookup, kAllReduceAlgorithm);
+  if (name.empty() || name == "auto") return AllReduceAlgorithm::by_size;
+  if (name == "ring") return AllReduceAlgorithm::ring;
+  if (name == "recursive_doubling") return AllReduceAlgorithm::recursive_doubling;
+  fail(kAllReduceAlgorithm, name, "auto, ring or recursive_doubling");
+}
+
+VerbsSettings get_verbs_settings(const Lookup& lookup) {
+  VerbsSettings verbs;
+  verbs.device = get_string(lookup, kIbDevice);
+  verbs.port = get_int(lookup, kIbPort, 1, 255, "a port number from 1 to 255").value_or(0);
+  verbs.gid_index = get_int(lookup, kIbGidIndex, 0, 65535, "a GID index from 0 to 65535");
+  if (auto us = get_int(lookup, kVerbsSpin, 0, 1'000'000,
+                        "a whole number of microseconds from 0 to 1000000")) {
+    verbs.caller_spin = std::chrono::microseconds(*us);
+  }
+  return verbs;
+}
+
 }  // namespace
 
 LaunchEnv parse(const Lookup& lookup) {
@@ -136,6 +156,9 @@ LaunchEnv parse(const Lookup& lookup) {
     fail(kTcpCongestion, env.tcp_congestion,
          "auto, system, or a congestion control algorithm's name (like cubic or reno)");
   }
+  env.all_reduce_algorithm = get_all_reduce_algorithm(lookup);
+  env.cost_model_file = get_string(lookup, kCostModel);
+  env.verbs = get_verbs_settings(lookup);
   return env;
 }
 

@@ -1,11 +1,15 @@
 // The contract between a launcher (rlxrun, or Open MPI's mpirun) and the
-// library: the environment variables a rank reads when it calls rlx::init.
-// rlxrun writes them; scripts may read them. This header is the only part of
-// the library the launcher depends on.
+// library, and rlx's one settings object: every RLX_* variable a rank reads is
+// named here and parsed once, by parse(), into a LaunchEnv that rlx::init
+// passes down to the backend it starts (and the backend to the collectives).
+// No other code reads the environment. rlxrun writes the group's variables
+// and parses the rest to refuse bad values before any rank starts.
+// docs/SETTINGS.md lists every variable with its default and its reader.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -32,6 +36,14 @@ inline constexpr const char* kUnexpectedCap = "RLX_UNEXPECTED_BYTES";    // earl
 inline constexpr const char* kTcpLanes = "RLX_TCP_LANES";  // TCP streams per pair for collectives
 // auto | system | an algorithm's name (transport/congestion_control.h)
 inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
+// How collectives choose their algorithms (collectives/tuning.h).
+inline constexpr const char* kAllReduceAlgorithm = "RLX_ALL_REDUCE_ALGORITHM";  // auto|ring|...
+inline constexpr const char* kCostModel = "RLX_COST_MODEL";  // a file bench/scaling writes
+// The verbs backend's device choice and waiting (backends/verbs/).
+inline constexpr const char* kIbDevice = "RLX_IB_DEVICE";       // e.g. mlx5_0, rxe0
+inline constexpr const char* kIbPort = "RLX_IB_PORT";           // 1-based port number
+inline constexpr const char* kIbGidIndex = "RLX_IB_GID_INDEX";  // index in the port's GID table
+inline constexpr const char* kVerbsSpin = "RLX_VERBS_SPIN_US";  // caller's spin before sleeping
 // Set by Open MPI's mpirun.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
@@ -44,6 +56,16 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
 inline constexpr std::size_t kDefaultUnexpectedCap = std::size_t{1} << 30;
 inline constexpr int kDefaultTcpLanes = 2;
+
+// RLX_ALL_REDUCE_ALGORITHM: forced, or chosen by size through the cost model.
+enum class AllReduceAlgorithm : std::uint8_t { by_size, ring, recursive_doubling };
+
+struct VerbsSettings {
+  std::string device;                                    // empty: automatic
+  int port = 0;                                          // 0: the first active port
+  std::optional<int> gid_index;                          // none: prefer a RoCE v2 IPv4 GID
+  std::optional<std::chrono::microseconds> caller_spin;  // none: the engine's default
+};
 
 // Everything init needs to know, parsed and validated.
 struct LaunchEnv {
@@ -61,6 +83,9 @@ struct LaunchEnv {
   std::size_t unexpected_bytes_cap = kDefaultUnexpectedCap;
   int tcp_lanes = kDefaultTcpLanes;
   std::string tcp_congestion;  // empty when unset (auto)
+  AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::by_size;
+  std::string cost_model_file;  // empty: the constants compiled in
+  VerbsSettings verbs;
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;
   // The first of kForeignSizes that says more than one process was started,
@@ -72,6 +97,8 @@ struct LaunchEnv {
   bool launched_by_rlxrun() const { return world_size.has_value(); }
   // True when Open MPI's mpirun started this process.
   bool launched_by_mpirun() const { return mpi_world_size.has_value(); }
+  // Ranks on this host: RLX_LOCAL_SIZE, else the whole group (the cautious guess).
+  int ranks_here() const { return local_size.value_or(world_size.value_or(1)); }
 };
 
 // Where a failure before the group exists happened: this rank, its group

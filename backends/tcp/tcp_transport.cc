@@ -46,7 +46,7 @@ struct TcpTransport::Io {
 };
 
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
-    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "tcp", env.timeout),
+    : LinksTransport(env, "tcp"),
       env_(env),
       spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
             CongestionControl::from_setting(env.tcp_congestion,
@@ -114,7 +114,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
       lanes[peer].push_back(std::move(mine[lane]));
     }
   }
-  const bool share_cores = launch_env::ranks_share_cores(env_.local_size.value_or(world_size()));
+  const bool share_cores = launch_env::ranks_share_cores(env_.ranks_here());
   links_ =
       std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), share_cores,
                                   latch_, [this](const CollectiveError& e) { fail(e, true); });

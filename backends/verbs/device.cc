@@ -18,20 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-int parse_setting(const launch_env::Lookup& lookup, const char* name, int low, int high) {
-  const char* text = lookup(name);
-  int value = 0;
-  const auto* end = text + std::strlen(text);
-  auto [at, ec] = std::from_chars(text, end, value);
-  if (ec != std::errc() || at != end || value < low || value > high) {
-    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read launch environment"},
-                          std::string(name) + "='" + text + "' is not valid",
-                          std::string(name) + " must be a whole number from " +
-                              std::to_string(low) + " to " + std::to_string(high));
-  }
-  return value;
-}
-
 std::string read_line(const fs::path& path) {
   std::ifstream in(path);
   std::string line;
@@ -85,16 +71,6 @@ std::optional<std::pair<int, std::string>> best_gid(const fs::path& port) {
 }
 
 }  // namespace
-
-DeviceSettings device_settings(const launch_env::Lookup& lookup) {
-  DeviceSettings settings;
-  if (const char* device = lookup(kIbDevice)) settings.device = device;
-  if (lookup(kIbPort) != nullptr) settings.port = parse_setting(lookup, kIbPort, 1, 255);
-  if (lookup(kIbGidIndex) != nullptr) {
-    settings.gid_index = parse_setting(lookup, kIbGidIndex, 0, 65535);
-  }
-  return settings;
-}
 
 std::optional<std::string> address_in_gid(const std::string& gid) {
   std::string hex;

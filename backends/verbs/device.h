@@ -23,18 +23,9 @@ struct ibv_comp_channel;
 
 namespace rlx::verbs {
 
-inline constexpr const char* kIbDevice = "RLX_IB_DEVICE";       // e.g. mlx5_0, rxe0
-inline constexpr const char* kIbPort = "RLX_IB_PORT";           // 1-based
-inline constexpr const char* kIbGidIndex = "RLX_IB_GID_INDEX";  // index in the port's GID table
-
-struct DeviceSettings {
-  std::string device;            // empty: automatic
-  int port = 0;                  // 0: the first active port
-  std::optional<int> gid_index;  // none: prefer a RoCE v2 IPv4 GID
-};
-
-// Reads RLX_IB_*; malformed values throw CollectiveError (invalid_argument).
-DeviceSettings device_settings(const launch_env::Lookup& lookup);
+// The device choice comes from the settings (RLX_IB_DEVICE, RLX_IB_PORT,
+// RLX_IB_GID_INDEX), parsed with the rest of the launch environment.
+using DeviceSettings = launch_env::VerbsSettings;
 
 // The IP address a GID stands for when it embeds one (RoCE: IPv4-mapped or a
 // global IPv6 address); nullopt for link-local and InfiniBand GIDs.

@@ -1,7 +1,5 @@
 #include "backends/verbs/verbs_transport.h"
 
-#include <cstdlib>
-
 #include <infiniband/verbs.h>
 #include <poll.h>
 
@@ -12,18 +10,10 @@
 #include "transport/rendezvous/client.h"
 
 namespace rlx::verbs {
-namespace {
-
-// How long a waiting caller polls before it sleeps: latency against idle CPU.
-constexpr const char* kSpinSetting = "RLX_VERBS_SPIN_US";
-
-}  // namespace
-
 using launch_env::startup_site;
 
 VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
-    : LinksTransport(env.rank.value_or(0), env.world_size.value_or(1), "verbs", env.timeout),
-      mailbox_(env.unexpected_bytes_cap) {
+    : LinksTransport(env, "verbs"), mailbox_(env.unexpected_bytes_cap) {
   try {
     set_up(env);
   } catch (...) {
@@ -64,8 +54,7 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
   const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
       env, deadline, "start the program with rlxrun --backend verbs");
-  const DeviceSettings settings =
-      device_settings([](const char* name) -> const char* { return std::getenv(name); });
+  const DeviceSettings& settings = env.verbs;
   std::string address = choose_address(env, settings, fd.get());
   cm_ = std::make_unique<ConnectionManager>(rank(), world_size(), env.job_token, address);
   if (cm_->context() == nullptr && env.ifname.empty() && settings.device.empty()) {
@@ -89,18 +78,8 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   device_ = std::make_unique<Device>(cm_->context(), Engine::cq_entries(world_size()),
                                      startup_site(env, "open " + chosen));
   Engine::Spec spec{rank(), world_size(), timeout()};
-  spec.yield_while_spinning = launch_env::ranks_share_cores(env.local_size.value_or(world_size()));
-  if (const char* spin = std::getenv(kSpinSetting)) {
-    char* end = nullptr;
-    const long us = std::strtol(spin, &end, 10);
-    if (end == spin || *end != '\0' || us < 0 || us > 1'000'000) {
-      throw CollectiveError(ErrorKind::invalid_argument,
-                            startup_site(env, "read launch environment"),
-                            std::string(kSpinSetting) + "='" + spin + "' is not valid",
-                            "a whole number of microseconds from 0 to 1000000");
-    }
-    spec.caller_spin = std::chrono::microseconds(us);
-  }
+  spec.yield_while_spinning = launch_env::ranks_share_cores(env.ranks_here());
+  if (env.verbs.caller_spin) spec.caller_spin = *env.verbs.caller_spin;
   engine_ = std::make_unique<Engine>(spec, *device_, mailbox_, latch_);
   Engine& engine = *engine_;
   cm_->attach(device_->pd(), device_->cq(), Engine::queue_shape(),
