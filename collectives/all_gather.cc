@@ -4,6 +4,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/ring.h"
+#include "transport/log.h"
 
 namespace rlx {
 namespace {
@@ -102,15 +103,20 @@ void all_gather_recursive_doubling(Links& links, const CollectiveCall& call, Con
 void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output) {
   const int n = links.world_size();
-  if (n > 2 && std::has_single_bit(static_cast<unsigned>(n)) &&
-      input.bytes() * static_cast<std::size_t>(n) <= kRecursiveDoublingOutputBytes) {
-    all_gather_recursive_doubling(links, call, input, output);
-  } else if (input.bytes() < all_gather_ring_threshold(n) &&
-             static_cast<std::size_t>(n) <= Step::kCapacity) {
-    all_gather_direct(links, call, input, output);
-  } else {
-    all_gather_ring(links, call, input, output);
-  }
+  const bool doubling =
+      n > 2 && std::has_single_bit(static_cast<unsigned>(n)) &&
+      input.bytes() * static_cast<std::size_t>(n) <= kRecursiveDoublingOutputBytes;
+  const bool direct = !doubling && input.bytes() < all_gather_ring_threshold(n) &&
+                      static_cast<std::size_t>(n) <= Step::kCapacity;
+  log_lazily(LogLevel::debug, [&] {
+    return call.describe() + ": " +
+           (doubling ? "recursive doubling (a power-of-two group, small output)"
+            : direct ? "direct exchange (below the ring's threshold)"
+                     : "ring");
+  });
+  if (doubling) return all_gather_recursive_doubling(links, call, input, output);
+  if (direct) return all_gather_direct(links, call, input, output);
+  all_gather_ring(links, call, input, output);
 }
 
 }  // namespace rlx

@@ -1,11 +1,16 @@
 #include <string>
 
 #include "collectives/algorithms.h"
+#include "transport/log.h"
 
 namespace rlx {
 namespace {
 
 using launch_env::AllReduceAlgorithm;
+
+const char* algorithm_name(AllReduceAlgorithm algorithm) {
+  return algorithm == AllReduceAlgorithm::ring ? "ring" : "recursive doubling";
+}
 
 // The algorithm for `data`, and why.
 AllReduceAlgorithm choose(const Links& links, ElementSpan data, const Tuning& tuning,
@@ -39,9 +44,12 @@ std::size_t all_gather_ring_threshold(int world_size) {
 }
 
 void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data, const Tuning& tuning) {
-  if (choose(links, data, tuning, nullptr) == AllReduceAlgorithm::ring) {
-    return all_reduce_ring(links, call, data);
-  }
+  std::string why;
+  const AllReduceAlgorithm algorithm =
+      choose(links, data, tuning, log_enabled(LogLevel::debug) ? &why : nullptr);
+  log_lazily(LogLevel::debug,
+             [&] { return call.describe() + ": " + algorithm_name(algorithm) + ", " + why; });
+  if (algorithm == AllReduceAlgorithm::ring) return all_reduce_ring(links, call, data);
   all_reduce_recursive_doubling(links, call, data);
 }
 

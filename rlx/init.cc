@@ -10,6 +10,7 @@
 #include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
 #include "transport/launch_env.h"
+#include "transport/log.h"
 
 namespace rlx {
 namespace {
@@ -54,9 +55,19 @@ std::shared_ptr<Transport> init(std::string_view backend, bool strict) {
     return w.group;
   }
   const auto env = launch_env::from_process_environment();
+  configure_log(env.log_level, env.rank.value_or(env.mpi_rank.value_or(-1)));
   const auto kind =
       choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});
+  log_lazily(LogLevel::debug, [&] {
+    return "init(\"" + std::string(backend) + "\"): starting the " + std::string(name_of(kind)) +
+           " backend (RLX_BACKEND=" + (env.backend.empty() ? "unset" : env.backend) + ")";
+  });
   w.group = start(kind, env);
+  log_lazily(LogLevel::info, [&] {
+    return "rank " + std::to_string(w.group->rank()) + " of " +
+           std::to_string(w.group->world_size()) + " on the " + std::string(w.group->backend()) +
+           " backend";
+  });
   w.requested = std::string(backend);
   distributed::register_collective_ops();
   distributed::set_default_group(w.group);

@@ -114,6 +114,14 @@ AllReduceAlgorithm get_all_reduce_algorithm(const Lookup& lookup) {
   fail(kAllReduceAlgorithm, name, "auto, ring or recursive_doubling");
 }
 
+LogLevel get_log_level(const Lookup& lookup) {
+  const std::string name = get_string(lookup, kLog);
+  if (name.empty() || name == "warn") return LogLevel::warn;
+  if (name == "info") return LogLevel::info;
+  if (name == "debug") return LogLevel::debug;
+  fail(kLog, name, "debug, info or warn");
+}
+
 VerbsSettings get_verbs_settings(const Lookup& lookup) {
   VerbsSettings verbs;
   verbs.device = get_string(lookup, kIbDevice);
@@ -158,6 +166,7 @@ LaunchEnv parse(const Lookup& lookup) {
   }
   env.all_reduce_algorithm = get_all_reduce_algorithm(lookup);
   env.cost_model_file = get_string(lookup, kCostModel);
+  env.log_level = get_log_level(lookup);
   env.verbs = get_verbs_settings(lookup);
   return env;
 }

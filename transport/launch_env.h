@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "transport/errors.h"
+#include "transport/log.h"
 
 namespace rlx::launch_env {
 
@@ -39,6 +40,8 @@ inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
 // How collectives choose their algorithms (collectives/tuning.h).
 inline constexpr const char* kAllReduceAlgorithm = "RLX_ALL_REDUCE_ALGORITHM";  // auto|ring|...
 inline constexpr const char* kCostModel = "RLX_COST_MODEL";  // a file bench/scaling writes
+// What rlx prints: debug | info | warn (transport/log.h).
+inline constexpr const char* kLog = "RLX_LOG";
 // The verbs backend's device choice and waiting (backends/verbs/).
 inline constexpr const char* kIbDevice = "RLX_IB_DEVICE";       // e.g. mlx5_0, rxe0
 inline constexpr const char* kIbPort = "RLX_IB_PORT";           // 1-based port number
@@ -85,6 +88,7 @@ struct LaunchEnv {
   std::string tcp_congestion;  // empty when unset (auto)
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::by_size;
   std::string cost_model_file;  // empty: the constants compiled in
+  LogLevel log_level = LogLevel::warn;
   VerbsSettings verbs;
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;

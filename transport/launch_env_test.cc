@@ -110,32 +110,37 @@ TEST(LaunchEnv, RanksShareCoresOnlyWhenTheyOutnumberTheHardwareThreads) {
   EXPECT_TRUE(ranks_share_cores(4 * threads));
 }
 
-TEST(LaunchEnv, AlgorithmAndVerbsSettingsAreParsedWithTheRest) {
+TEST(LaunchEnv, AlgorithmLogAndVerbsSettingsAreParsedWithTheRest) {
   const LaunchEnv defaults = parse_map({});
   EXPECT_EQ(defaults.all_reduce_algorithm, AllReduceAlgorithm::by_size);
+  EXPECT_EQ(defaults.log_level, LogLevel::warn);
   EXPECT_TRUE(defaults.cost_model_file.empty());
   EXPECT_EQ(defaults.verbs.port, 0);
   EXPECT_FALSE(defaults.verbs.caller_spin.has_value());
 
   const LaunchEnv env = parse_map({{"RLX_ALL_REDUCE_ALGORITHM", "ring"},
                                    {"RLX_COST_MODEL", "/tmp/fitted"},
+                                   {"RLX_LOG", "debug"},
                                    {"RLX_IB_DEVICE", "mlx5_1"},
                                    {"RLX_IB_PORT", "2"},
                                    {"RLX_IB_GID_INDEX", "3"},
                                    {"RLX_VERBS_SPIN_US", "0"}});
   EXPECT_EQ(env.all_reduce_algorithm, AllReduceAlgorithm::ring);
   EXPECT_EQ(env.cost_model_file, "/tmp/fitted");
+  EXPECT_EQ(env.log_level, LogLevel::debug);
   EXPECT_EQ(env.verbs.device, "mlx5_1");
   EXPECT_EQ(env.verbs.port, 2);
   EXPECT_EQ(env.verbs.gid_index, 3);
   EXPECT_EQ(env.verbs.caller_spin, std::chrono::microseconds(0));
   EXPECT_EQ(parse_map({{"RLX_ALL_REDUCE_ALGORITHM", "auto"}}).all_reduce_algorithm,
             AllReduceAlgorithm::by_size);
+  EXPECT_EQ(parse_map({{"RLX_LOG", "info"}}).log_level, LogLevel::info);
 }
 
-TEST(LaunchEnv, BadAlgorithmAndVerbsSettingsAreRefusedByName) {
+TEST(LaunchEnv, BadAlgorithmLogAndVerbsSettingsAreRefusedByName) {
   expect_rejected({{"RLX_ALL_REDUCE_ALGORITHM", "tree"}}, "RLX_ALL_REDUCE_ALGORITHM",
                   "ring or recursive_doubling");
+  expect_rejected({{"RLX_LOG", "verbose"}}, "RLX_LOG", "debug, info or warn");
   expect_rejected({{"RLX_IB_PORT", "0"}}, "RLX_IB_PORT", "from 1 to 255");
   expect_rejected({{"RLX_IB_GID_INDEX", "x"}}, "RLX_IB_GID_INDEX", "GID index");
   expect_rejected({{"RLX_VERBS_SPIN_US", "-1"}}, "RLX_VERBS_SPIN_US", "microseconds");

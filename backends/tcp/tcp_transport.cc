@@ -7,7 +7,9 @@
 #include "backends/tcp/tcp.h"
 #include "collectives/algorithms.h"
 #include "transport/asio.h"
+#include "transport/congestion_control.h"
 #include "transport/endpoint.h"
+#include "transport/log.h"
 #include "transport/rendezvous/client.h"
 
 namespace rlx::tcp {
@@ -75,6 +77,11 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
     table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
                                            world_size(), {host, listener_->port()}, deadline);
   }
+  log_lazily(LogLevel::debug, [&] {
+    return "listening on port " + std::to_string(listener_->port()) + "; connecting to " +
+           std::to_string(world_size() - 1) + " peers, " + std::to_string(spec_.lanes + 1) +
+           " connections each";
+  });
   connect_mesh(table, deadline);
 }
 
@@ -108,6 +115,11 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
   for (std::size_t peer = 0; peer < n; ++peer) {
     if (peer == static_cast<std::size_t>(rank())) continue;
     auto& mine = connections[peer];
+    log_lazily(LogLevel::info, [&] {
+      return "peer " + std::to_string(peer) + ": tcp to " + table[peer].host + ":" +
+             std::to_string(table[peer].port) + ", " + std::to_string(mine.size()) +
+             " connections, congestion control " + congestion_control_of(mine[0].get());
+    });
     channels_[peer] = std::make_unique<PeerChannel>(io_->context, std::move(mine[0]),
                                                     static_cast<int>(peer), mailbox_, hooks);
     for (std::size_t lane = 1; lane < mine.size(); ++lane) {

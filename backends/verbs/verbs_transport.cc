@@ -7,6 +7,7 @@
 #include "collectives/algorithms.h"
 #include "transport/endpoint.h"
 #include "transport/launch_env.h"
+#include "transport/log.h"
 #include "transport/rendezvous/client.h"
 
 namespace rlx::verbs {
@@ -91,6 +92,10 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   engine.set_handshake_handler([&cm](const ibv_wc& wc) { cm.on_completion(wc); });
   const auto table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
                                                     world_size(), {address, cm_->port()}, deadline);
+  log_lazily(LogLevel::info, [&] {
+    return "verbs over " + chosen + " at " + address + ", port " + std::to_string(cm_->port()) +
+           ": one RC queue pair to each of " + std::to_string(world_size() - 1) + " peers";
+  });
   connect_mesh(table, deadline);
   engine.start(cm_->event_fd(), [&cm] { cm.handle_events(); });
   links_ = std::make_unique<VerbsLinks>(rank(), world_size(), engine);

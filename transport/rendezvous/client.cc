@@ -1,6 +1,7 @@
 #include "transport/rendezvous/client.h"
 
 #include "transport/errors.h"
+#include "transport/log.h"
 #include "transport/rendezvous/protocol.h"
 #include "transport/wire.h"
 
@@ -42,6 +43,7 @@ CoordinatorConnection connect_to_coordinator(const launch_env::LaunchEnv& env, D
     throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
                           "is the launcher (RLX_COORDINATOR) still running?");
   }
+  log_lazily(LogLevel::debug, [&] { return "connected to the rendezvous at " + env.coordinator; });
   return connection;
 }
 
