@@ -4,7 +4,8 @@
 #  * the conformance suite over verbs with 2 ranks (RLX_IFNAME=dummy0, the
 #    rxe device's interface) and 3 ranks (address chosen automatically: the
 #    coordinator is on loopback, which has no RDMA device);
-#  * the fault cases: mismatches, a killed peer, a receive timeout, strangers.
+#  * the fault cases of tests/faults on verbs (those that are TCP's own skip,
+#    saying why), and strangers on the rdma_cm port.
 # Prints one line per check and the log of any that failed.
 set -u
 status=0
@@ -24,5 +25,7 @@ run conformance_verbs_n2 ./rlxrun -n 2 --backend verbs --ifname dummy0 --timeout
   --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
 run conformance_verbs_n3 ./rlxrun -n 3 --backend verbs --timeout 200 \
   --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
-run verbs_faults ./verbs_faults_test --gtest_brief=1
+export RLX_FAULTS_BACKEND=verbs
+run faults_verbs ./faults_test --gtest_filter='Faults.*' --gtest_brief=1
+run rdma_cm_strangers ./rdma_cm_strangers_test --gtest_brief=1
 exit $status

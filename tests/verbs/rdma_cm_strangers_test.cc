@@ -1,7 +1,7 @@
-// What every rank sees when a job over RDMA verbs goes wrong: the cases of
-// tests/faults (same fault_program) with RLX_BACKEND=verbs, plus strangers on
-// the rdma_cm port. It needs a real RDMA device: tests/verbs/run_in_vm.sh runs
-// it inside a QEMU VM with Soft-RoCE.
+// Strangers on the rdma_cm port of a job over RDMA verbs: the one fault case
+// that only verbs has (faults_test runs the others on verbs too). It needs a
+// real RDMA device: tests/verbs/run_in_vm.sh runs it inside a QEMU VM with
+// Soft-RoCE, with RLX_FAULTS_BACKEND=verbs.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +13,7 @@
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 
+#include "tests/faults/fault_job.h"
 #include "tests/support/job_harness.h"
 #include "transport/handshake.h"
 #include "transport/socket_io.h"
@@ -21,75 +22,6 @@ namespace rlx::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-JobOutcome run_mode(const std::string& mode, int ranks, std::vector<std::string> env = {},
-                    std::function<void(const rendezvous::Server&)> hook = {}) {
-  env.insert(env.begin(), "RLX_BACKEND=verbs");
-  return run_job({.ranks = ranks,
-                  .argv = {sibling_program("fault_program"), mode},
-                  .env = std::move(env),
-                  .limit = 90s,
-                  .while_running = std::move(hook)});
-}
-
-long long reported_ms(const std::string& out) {
-  const auto at = out.find("ms=");
-  return at == std::string::npos ? -1 : std::atoll(out.c_str() + at + 3);
-}
-
-std::string describe(const JobOutcome& job) {
-  std::string text;
-  for (std::size_t r = 0; r < job.ranks.size(); ++r) {
-    text += "--- rank " + std::to_string(r) + " status " + std::to_string(job.ranks[r].status) +
-            "\n" + job.ranks[r].out + job.ranks[r].err;
-  }
-  return text;
-}
-
-TEST(VerbsFaults, MismatchedSizesFailEveryRankWithAMismatchNamingBothCalls) {
-  const JobOutcome job = run_mode("mismatch_size", 3, {"RLX_TIMEOUT_S=60"});
-  for (const auto& rank : job.ranks) {
-    EXPECT_TRUE(rank.exited_ok()) << describe(job);
-    EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
-    EXPECT_NE(rank.out.find("collective mismatch"), std::string::npos) << describe(job);
-  }
-  EXPECT_NE(describe(job).find("1000 x f32"), std::string::npos) << describe(job);
-  EXPECT_NE(describe(job).find("2000 x f32"), std::string::npos) << describe(job);
-}
-
-TEST(VerbsFaults, TheEarlyMessageCapSparesMessagesAReceiverWaitsFor) {
-  const JobOutcome job =
-      run_mode("message_over_cap", 2, {"RLX_TIMEOUT_S=30", "RLX_UNEXPECTED_BYTES=1048576"});
-  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
-}
-
-TEST(VerbsFaults, DifferentCollectivesFailEveryRankWithAMismatch) {
-  const JobOutcome job = run_mode("mismatch_kind", 2, {"RLX_TIMEOUT_S=60"});
-  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
-  EXPECT_NE(describe(job).find("barrier"), std::string::npos);
-}
-
-TEST(VerbsFaults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
-  const JobOutcome job = run_mode("peer_killed", 3, {"RLX_TIMEOUT_S=60"});
-  std::printf("%s", describe(job).c_str());  // the messages, in the VM suite's log
-  ASSERT_EQ(job.ranks.size(), 3u);
-  EXPECT_TRUE(job.ranks[2].killed_by(SIGKILL)) << describe(job);
-  for (int r = 0; r < 2; ++r) {
-    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
-    EXPECT_TRUE(rank.exited_ok()) << describe(job);
-    EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
-    EXPECT_NE(rank.out.find("rank 2"), std::string::npos) << describe(job);
-  }
-}
-
-TEST(VerbsFaults, AReceiveNobodyAnswersTimesOutAtTheDeadlineNamingThePeerAndTag) {
-  const JobOutcome job = run_mode("recv_timeout", 2, {"RLX_TIMEOUT_S=1"});
-  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
-  const auto& out = job.ranks[0].out;
-  EXPECT_GE(reported_ms(out), 900) << out;
-  EXPECT_LT(reported_ms(out), 5000) << out;
-  EXPECT_NE(out.find("recv_bytes (tag 77) with peer rank 1"), std::string::npos) << out;
-}
 
 // A stranger speaking rdma_cm to a rank's listening port.
 class Stranger {
@@ -170,6 +102,7 @@ class Stranger {
 // Garbage and a wrong token on every rank's rdma_cm port of a running job:
 // each is refused (and logged), and the job completes with correct results.
 TEST(VerbsFaults, StrangersOnTheRdmaCmPortChangeNothing) {
+  ASSERT_EQ(fault_backend(), "verbs") << "run with RLX_FAULTS_BACKEND=verbs (vm_suite.sh does)";
   std::vector<int> answers;
   auto attack = [&](const rendezvous::Server& server) {
     const auto endpoints = server.endpoints();
@@ -192,17 +125,12 @@ TEST(VerbsFaults, StrangersOnTheRdmaCmPortChangeNothing) {
     const std::string hello = "hello?";
     send_all(at_rendezvous.get(), std::as_bytes(std::span(hello)), Clock::now() + 10s);
   };
-  const JobOutcome job = run_mode("steady", 3, {"RLX_TIMEOUT_S=30"}, attack);
+  const JobOutcome job = run_fault_mode("steady", 3, {"RLX_TIMEOUT_S=30"}, attack);
   std::printf("%s", describe(job).c_str());
   for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
   for (int answer : answers) EXPECT_EQ(answer, RDMA_CM_EVENT_REJECTED);
   int refusals = 0;
-  for (const auto& rank : job.ranks) {
-    for (std::size_t at = 0; (at = rank.err.find("refused a connection", at)) != std::string::npos;
-         ++at) {
-      ++refusals;
-    }
-  }
+  for (const auto& rank : job.ranks) refusals += count_of(rank.err, "refused a connection");
   EXPECT_GE(refusals, 6) << describe(job);  // garbage and impostor, on each of 3 ranks
   EXPECT_NE(describe(job).find("wrong job token"), std::string::npos) << describe(job);
 }
