@@ -83,6 +83,50 @@ INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
                                   std::string(name_of(std::get<1>(test.param)));
                          });
 
+// Values near the top of each integer type, so sums and products overflow
+// and every backend must wrap around as the reference does.
+template <class T>
+T huge_element(int rank, std::size_t i) {
+  return static_cast<T>(std::numeric_limits<T>::max() - static_cast<T>(rank * 13 + (i % 7)));
+}
+
+template <class T>
+std::size_t wrong_after_overflowing_all_reduce(ReduceOp op) {
+  constexpr std::size_t kCount = 33;
+  std::vector<T> data(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) data[i] = huge_element<T>(me(), i);
+  group().all_reduce(std::span(data), op);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < kCount; ++i) {
+    T want = huge_element<T>(0, i);
+    for (int r = 1; r < n(); ++r)
+      want = testing::reference_combine(want, huge_element<T>(r, i), op);
+    wrong += !(data[i] == want);
+  }
+  return wrong;
+}
+
+TEST(AllReduce, IntegersWrapAround) {
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
+    EXPECT_EQ(wrong_after_overflowing_all_reduce<std::int64_t>(op), 0u) << name_of(op);
+    EXPECT_EQ(wrong_after_overflowing_all_reduce<std::int32_t>(op), 0u) << name_of(op);
+    EXPECT_EQ(wrong_after_overflowing_all_reduce<std::uint8_t>(op), 0u) << name_of(op);
+  }
+}
+
+TEST(AllReduce, HalfPrecisionSumsStayWithinRounding) {
+  // 0.1 is not exact in f16 or bf16; each step of a reduction rounds once.
+  std::vector<float16_t> f16(100, float16_t(0.1f * static_cast<float>(me() + 1)));
+  std::vector<bfloat16_t> bf16(100, bfloat16_t(0.1f * static_cast<float>(me() + 1)));
+  group().all_sum(std::span(f16));
+  group().all_sum(std::span(bf16));
+  const float want = 0.1f * static_cast<float>(n() * (n() + 1) / 2);
+  for (std::size_t i = 0; i < f16.size(); ++i) {
+    EXPECT_NEAR(static_cast<float>(f16[i]), want, 0.01f * want);
+    EXPECT_NEAR(static_cast<float>(bf16[i]), want, 0.02f * want);
+  }
+}
+
 TEST(AllReduceLarge, SixtyFourMebibytesOfFloats) {
   std::vector<float> data(std::size_t{16} << 20);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>(value_of(me(), i));
@@ -109,6 +153,31 @@ TEST_P(AllGather, ConcatenatesInRankOrder) {
       for (std::size_t i = 0; i < count; ++i)
         input[i] = testing::small_integer_as<T>(value_of(me(), i));
       group().all_gather(ConstElementSpan{input.get(), count, dtype},
+                         ElementSpan{output.get(), total, dtype});
+      std::size_t wrong = 0;
+      for (int r = 0; r < n(); ++r) {
+        for (std::size_t i = 0; i < count; ++i) {
+          wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
+                     testing::small_integer_as<T>(value_of(r, i)));
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "count " << count;
+    }
+  });
+}
+
+// Each rank's input already sits in its block of the output.
+TEST_P(AllGather, InPlace) {
+  const Dtype dtype = GetParam();
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
+      const std::size_t total = count * static_cast<std::size_t>(n());
+      std::unique_ptr<T[]> output(new T[total + 1]);
+      T* mine = output.get() + static_cast<std::size_t>(me()) * count;
+      for (std::size_t i = 0; i < count; ++i)
+        mine[i] = testing::small_integer_as<T>(value_of(me(), i));
+      group().all_gather(ConstElementSpan{mine, count, dtype},
                          ElementSpan{output.get(), total, dtype});
       std::size_t wrong = 0;
       for (int r = 0; r < n(); ++r) {
@@ -181,12 +250,12 @@ TEST(SendRecv, NeighbourExchangeOfEverySizeNeverDeadlocks) {
 }
 
 TEST(SendRecv, TagsAreIndependentAndFifoWithinATag) {
-  for (Tag tag : {5u, 9u, 7u}) {
+  for (Tag tag : {5u, 9u, 7u, kMaxTag, 0u}) {
     for (std::size_t k = 0; k < 3; ++k) {
       group().send_bytes(right(), tag, pattern(me(), 100 + k, tag));
     }
   }
-  for (Tag tag : {7u, 5u, 9u}) {  // a different order than sent
+  for (Tag tag : {kMaxTag, 7u, 0u, 5u, 9u}) {  // a different order than sent
     for (std::size_t k = 0; k < 3; ++k) {
       EXPECT_EQ(group().recv_bytes(left(), tag), pattern(left(), 100 + k, tag)) << tag;
     }

@@ -98,17 +98,6 @@ TEST(Init, PicksMpiUnderMpirun) {
 
 class AllReduce : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
 
-TEST_P(AllReduce, MatchesTheReferenceAtEverySize) {
-  const auto [dtype, op] = GetParam();
-  dispatch_dtype(dtype, [&, op = op](auto tag) {
-    using T = decltype(tag);
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
-                              std::size_t{1} << 20}) {
-      EXPECT_EQ(wrong_after_all_reduce<T>(group(), count, op, value_of), 0u) << "count " << count;
-    }
-  });
-}
-
 TEST_P(AllReduce, InPiecesWhenLongerThanOneMessage) {
   const auto [dtype, op] = GetParam();
   dispatch_dtype(dtype, [&, op = op](auto tag) {
@@ -128,55 +117,6 @@ INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
                            return std::string(name_of(std::get<0>(test.param))) + "_" +
                                   std::string(name_of(std::get<1>(test.param)));
                          });
-
-// Values near the top of each integer type, so sums and products overflow.
-std::int64_t huge_value(int rank, std::size_t i) {
-  return std::numeric_limits<std::int64_t>::max() - rank * 977 - static_cast<std::int64_t>(i);
-}
-
-template <class T>
-T huge_element(int rank, std::size_t i) {
-  return static_cast<T>(std::numeric_limits<T>::max() - static_cast<T>(rank * 13 + (i % 7)));
-}
-
-TEST(AllReduce, IntegersWrapAround) {
-  constexpr std::size_t kCount = 33;
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max}) {
-    EXPECT_EQ(wrong_after_all_reduce<std::int64_t>(group(), kCount, op, huge_value), 0u)
-        << name_of(op);
-    std::vector<std::int32_t> i32(kCount);
-    std::vector<std::uint8_t> u8(kCount);
-    for (std::size_t i = 0; i < kCount; ++i) {
-      i32[i] = huge_element<std::int32_t>(me(), i);
-      u8[i] = huge_element<std::uint8_t>(me(), i);
-    }
-    group().all_reduce(std::span(i32), op);
-    group().all_reduce(std::span(u8), op);
-    for (std::size_t i = 0; i < kCount; ++i) {
-      std::int32_t want32 = huge_element<std::int32_t>(0, i);
-      std::uint8_t want8 = huge_element<std::uint8_t>(0, i);
-      for (int r = 1; r < n(); ++r) {
-        want32 = testing::reference_combine(want32, huge_element<std::int32_t>(r, i), op);
-        want8 = testing::reference_combine(want8, huge_element<std::uint8_t>(r, i), op);
-      }
-      EXPECT_EQ(i32[i], want32) << name_of(op) << " at " << i;
-      EXPECT_EQ(u8[i], want8) << name_of(op) << " at " << i;
-    }
-  }
-}
-
-TEST(AllReduce, HalfPrecisionAccumulatesInFloat) {
-  // 0.1 is not exact in f16 or bf16; each rank's sum is rounded once per step.
-  std::vector<float16_t> f16(100, float16_t(0.1f * static_cast<float>(me() + 1)));
-  std::vector<bfloat16_t> bf16(100, bfloat16_t(0.1f * static_cast<float>(me() + 1)));
-  group().all_sum(std::span(f16));
-  group().all_sum(std::span(bf16));
-  const float want = 0.1f * static_cast<float>(n() * (n() + 1) / 2);
-  for (std::size_t i = 0; i < f16.size(); ++i) {
-    EXPECT_NEAR(static_cast<float>(f16[i]), want, 0.01f * want);
-    EXPECT_NEAR(static_cast<float>(bf16[i]), want, 0.02f * want);
-  }
-}
 
 class AllGather : public ::testing::TestWithParam<Dtype> {};
 
@@ -200,16 +140,6 @@ std::size_t wrong_after_all_gather(Transport& transport, std::size_t count, bool
   return wrong;
 }
 
-TEST_P(AllGather, ConcatenatesInRankOrder) {
-  dispatch_dtype(GetParam(), [&](auto tag) {
-    using T = decltype(tag);
-    for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
-      EXPECT_EQ(wrong_after_all_gather<T>(group(), count, false), 0u) << "count " << count;
-      EXPECT_EQ(wrong_after_all_gather<T>(group(), count, true), 0u) << "in place " << count;
-    }
-  });
-}
-
 TEST_P(AllGather, InPiecesWhenLongerThanOneMessage) {
   dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
@@ -223,50 +153,12 @@ TEST_P(AllGather, InPiecesWhenLongerThanOneMessage) {
 INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGather, ::testing::ValuesIn(kAllDtypes),
                          [](const auto& test) { return std::string(name_of(test.param)); });
 
-TEST(Barrier, NoRankLeavesBeforeEveryRankEntered) {
-  using Clock = std::chrono::steady_clock;
-  std::this_thread::sleep_for(std::chrono::milliseconds(30 * me()));
-  const std::int64_t entered = Clock::now().time_since_epoch().count();
-  group().barrier();
-  const std::int64_t left_at = Clock::now().time_since_epoch().count();
-  std::vector<std::int64_t> entries(static_cast<std::size_t>(n()));
-  group().all_gather(std::span<const std::int64_t>(&entered, 1), std::span(entries));
-  for (std::int64_t e : entries) EXPECT_LE(e, left_at);
-}
-
 std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
   std::vector<std::byte> bytes(size);
   for (std::size_t i = 0; i < size; ++i) {
     bytes[i] = static_cast<std::byte>((i * 31 + static_cast<std::size_t>(sender) * 7 + tag) & 0xff);
   }
   return bytes;
-}
-
-TEST(SendRecv, EveryRankSendsRightBeforeReceivingFromLeft) {
-  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{1} << 20}) {
-    group().send_bytes(right(), 1, pattern(me(), size, 1));
-    EXPECT_EQ(group().recv_bytes(left(), 1), pattern(left(), size, 1)) << size;
-  }
-}
-
-TEST(SendRecv, TagsReceivedOutOfOrderAndFifoWithinATag) {
-  for (Tag tag : {5u, 9u, kMaxTag, 0u}) {
-    for (std::size_t k = 0; k < 4; ++k) {
-      group().send_bytes(right(), tag, pattern(me(), 100 + k, tag));
-    }
-  }
-  for (Tag tag : {kMaxTag, 0u, 9u, 5u}) {
-    for (std::size_t k = 0; k < 4; ++k) {
-      EXPECT_EQ(group().recv_bytes(left(), tag), pattern(left(), 100 + k, tag)) << tag;
-    }
-  }
-}
-
-TEST(SendRecv, ToSelfAndToEveryRank) {
-  for (int peer = 0; peer < n(); ++peer) group().send_bytes(peer, 11, pattern(me(), 64, 11));
-  for (int peer = 0; peer < n(); ++peer) {
-    EXPECT_EQ(group().recv_bytes(peer, 11), pattern(peer, 64, 11));
-  }
 }
 
 TEST(SendRecv, LongMessagesInPartsKeepFifoWithShortOnes) {
