@@ -1,75 +1,45 @@
 // The Open MPI transport: rlx over a private duplicate of MPI_COMM_WORLD, so
 // rlx's messages never match the program's own MPI traffic.
 //
-// Threads and lifetime: see backends/mpi/runtime.h (MPI_THREAD_MULTIPLE;
-// MPI is finalised once, at exit, only when rlx started it).
+// Threads and lifetime: backends/mpi/runtime.h (MPI_THREAD_MULTIPLE; MPI is
+// finalised once, at exit, only when rlx started it). Element types and
+// operations: datatypes.h. Point-to-point: point_to_point.h.
 //
 // Collectives: every call first agrees with the other ranks on what they
-// all call (backends/mpi/call_agreement.h: one MPI_Allreduce of a 64-bit
-// cell, which carries 4-byte calls whole), so a mismatch fails every rank
-// with ErrorKind::mismatch before any data moves; calls that agree then run
-// MPI's blocking MPI_Allreduce (in place), MPI_Allgather and
-// MPI_Reduce_scatter_block, and a barrier is the agreement alone. Each MPI
-// call runs under a watchdog (backends/mpi/watchdog.h): when it has not
-// returned after timeout(), the watchdog prints the rlx error (kind timeout,
-// naming the rank and the call) to stderr and calls MPI_Abort, because a
-// blocking MPI call cannot be interrupted. Polling MPI_Iallreduce instead,
-// which could throw, costs about twice MPI_Allreduce's time on one host
-// (docs/BENCHMARKS.md, "The MPI transport beside MPI_Allreduce", has the
-// figures of both; tests/mpi/mpi_overhead_bench.cc measures them).
-//
-// Element types: f32/f64 map to MPI's types and ops; i32/i64 sums and
-// products go through MPI's unsigned types (wrap-around of two's complement
-// integers is the wrap-around of the unsigned type, which MPI computes with
-// unsigned C arithmetic, where it is defined), min and max use the signed
-// types; bool is MPI_C_BOOL with MPI_LOR (sum, max) or MPI_LAND (prod, min);
-// f16 and bf16 use user-defined commutative ops over MPI_UINT16_T that widen
-// to float, combine with reduce_into and round back; u8 sums and products use
-// such an op too, because Open MPI 4.1's AVX kernels saturate 8-bit sums
-// instead of wrapping (open-mpi/ompi#8045, closed as wontfix). Calls over
-// more than max_message_bytes are cut into pieces, so MPI's int counts never
-// overflow (all_gather pieces use a strided datatype to land in each rank's block).
-//
-// Point-to-point: send_bytes copies the payload, MPI_Isends the copy and keeps
-// request and buffer in a pending list reaped by later calls and drained (up
-// to timeout()) on destruction, so it never waits for the receiver. While
-// sends are pending a progress thread also reaps them every millisecond or
-// so: over TCP, Open MPI moves a long message only while the sender is inside
-// an MPI call, and a sender busy computing would otherwise hold up its receiver.
-// recv_bytes polls MPI_Improbe (matched probe, so concurrent receivers cannot
-// take each other's message) with a backoff until timeout(), then receives
-// with MPI_Imrecv. User tag t is MPI tag t; every message carries one trailing
-// byte saying whether it is the whole payload or the header of a payload sent
-// in parts (more than max_message_bytes, 1 GiB by default): the header holds
-// the total and part sizes and the parts follow with MPI tag t | kPartTagBit,
-// which no user receive matches. Parts of one message are sent back to back
-// under one lock and received under one lock, so FIFO per (peer, tag) holds.
+// all call (call_agreement.h: one MPI_Allreduce of a 64-bit cell, which
+// carries 4-byte calls whole), so a mismatch fails every rank with
+// ErrorKind::mismatch before any data moves; calls that agree then run MPI's
+// blocking MPI_Allreduce (in place), MPI_Allgather and
+// MPI_Reduce_scatter_block, and a barrier is the agreement alone. Calls over
+// max_message_bytes go in pieces, so MPI's int counts never overflow. Each
+// MPI call runs under a watchdog (watchdog.h): a blocking MPI call cannot be
+// interrupted, so when one has not returned after timeout() the watchdog
+// names the ranks that do not answer a probe, prints the rlx error and calls
+// MPI_Abort. Why blocking calls rather than polled non-blocking ones, and
+// what the agreement costs: docs/BENCHMARKS.md, "The MPI transport beside
+// MPI_Allreduce".
 //
 // Errors: the communicator returns errors (MPI_ERRORS_RETURN); every failed
-// MPI call becomes a CollectiveError with MPI's error string. A receive that
-// times out before a message matched leaves the transport usable; one that
-// times out after matching (the data never finished arriving) cannot be
-// cancelled, and makes every later call fail with that error.
+// MPI call becomes a CollectiveError with MPI's error string, recorded in the
+// failure latch (failure.h) when it leaves MPI state behind.
 #pragma once
 
 #include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
-#include <list>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <mpi.h>
 
 #include "backends/mpi/call_agreement.h"
+#include "backends/mpi/point_to_point.h"
 #include "backends/mpi/runtime.h"
 #include "backends/mpi/watchdog.h"
-#include "collectives/links.h"
+#include "transport/collective_call.h"
+#include "transport/failure_latch.h"
 #include "transport/launch_env.h"
 #include "transport/transport.h"
 
@@ -81,9 +51,6 @@ struct MpiOptions {
   // splitting without gigabytes of memory; at least 64.
   std::size_t max_message_bytes = std::size_t{1} << 30;
 };
-
-// MPI tags with this bit carry the parts of a long message (user tags are below it).
-inline constexpr int kPartTagBit = 1 << 24;
 
 class MpiTransport final : public Transport, private Releasable {
  public:
@@ -106,19 +73,11 @@ class MpiTransport final : public Transport, private Releasable {
     int rank;
     int world_size;
   };
-  struct PendingSend {
-    int to;
-    Tag tag;
-    std::vector<std::byte> buffer;
-    std::vector<MPI_Request> requests;
-  };
-
   MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position);
   static Position join_world(const launch_env::LaunchEnv& env);
 
   void release_for_finalize() override;
   void release();
-  void drain_sends(Clock::time_point deadline);
 
   // Throws, naming `operation`, when an earlier failure made the transport unusable.
   void check_usable(std::string_view operation) const;
@@ -133,19 +92,6 @@ class MpiTransport final : public Transport, private Releasable {
   void answer_probes();
   std::vector<int> silent_peers(std::chrono::milliseconds patience);
 
-  void reap_sends();
-  void progress_sends();
-  void stop_progress();
-  void post_sends(PendingSend& pending, std::size_t payload_bytes);
-  // Waits for `request` until `deadline`; false when it passed first.
-  bool wait(MPI_Request& request, MPI_Status& status, Clock::time_point deadline,
-            const ErrorSite& where);
-  // Receives the message MPI_Improbe matched; `lock` is probe_mutex_'s.
-  std::vector<std::byte> receive_matched(MPI_Message& message, const MPI_Status& status, int from,
-                                         Tag tag, Clock::time_point deadline,
-                                         std::unique_lock<std::mutex>& lock);
-  std::vector<std::byte> receive_parts(std::span<const std::byte> header, int from, Tag tag,
-                                       Clock::time_point deadline, const ErrorSite& where);
   // The next collective's signature (every rank numbers its calls alike).
   CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
   // Runs the cell prepared for `call` through MPI_Allreduce (call_agreement.h)
@@ -167,19 +113,8 @@ class MpiTransport final : public Transport, private Releasable {
   CallAgreement agreement_;
   std::uint64_t sequence_ = 0;  // collectives run so far
 
-  std::mutex send_mutex_;  // pending_ and the order of a message's parts
-  std::list<PendingSend> pending_;
-  std::atomic<std::size_t> pending_count_{0};
-  std::mutex probe_mutex_;
-
-  std::mutex progress_mutex_;
-  std::condition_variable progress_wake_;
-  std::atomic<bool> progress_stopping_{false};
-  std::thread progress_;  // held from matching a long message's header to its last part
-
-  std::atomic<bool> broken_{false};
-  mutable std::mutex failure_mutex_;
-  std::optional<CollectiveError> failure_;
+  FailureLatch latch_;
+  std::unique_ptr<PointToPoint> p2p_;  // set once the communicator exists
 
   std::mutex release_mutex_;
   bool released_ = false;
