@@ -142,51 +142,42 @@ TEST(AllReduceLarge, SixtyFourMebibytesOfFloats) {
 
 class AllGather : public ::testing::TestWithParam<Dtype> {};
 
+// Gathers `count` elements per rank, from a separate input or in place (each
+// rank's input already in its block of the output), and returns how many
+// elements of the output are wrong.
+template <class T>
+std::size_t wrong_after_all_gather(std::size_t count, bool in_place) {
+  const std::size_t total = count * static_cast<std::size_t>(n());
+  std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
+  T* mine = in_place ? output.get() + static_cast<std::size_t>(me()) * count : input.get();
+  for (std::size_t i = 0; i < count; ++i) mine[i] = testing::small_integer_as<T>(value_of(me(), i));
+  group().all_gather(ConstElementSpan{mine, count, dtype_of<T>},
+                     ElementSpan{output.get(), total, dtype_of<T>});
+  std::size_t wrong = 0;
+  for (int r = 0; r < n(); ++r) {
+    for (std::size_t i = 0; i < count; ++i) {
+      wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
+                 testing::small_integer_as<T>(value_of(r, i)));
+    }
+  }
+  return wrong;
+}
+
 TEST_P(AllGather, ConcatenatesInRankOrder) {
-  const Dtype dtype = GetParam();
-  dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t count :
          {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{100003}}) {
-      const std::size_t total = count * static_cast<std::size_t>(n());
-      std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
-      for (std::size_t i = 0; i < count; ++i)
-        input[i] = testing::small_integer_as<T>(value_of(me(), i));
-      group().all_gather(ConstElementSpan{input.get(), count, dtype},
-                         ElementSpan{output.get(), total, dtype});
-      std::size_t wrong = 0;
-      for (int r = 0; r < n(); ++r) {
-        for (std::size_t i = 0; i < count; ++i) {
-          wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
-                     testing::small_integer_as<T>(value_of(r, i)));
-        }
-      }
-      EXPECT_EQ(wrong, 0u) << "count " << count;
+      EXPECT_EQ(wrong_after_all_gather<T>(count, false), 0u) << "count " << count;
     }
   });
 }
 
-// Each rank's input already sits in its block of the output.
 TEST_P(AllGather, InPlace) {
-  const Dtype dtype = GetParam();
-  dispatch_dtype(dtype, [&](auto tag) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
-      const std::size_t total = count * static_cast<std::size_t>(n());
-      std::unique_ptr<T[]> output(new T[total + 1]);
-      T* mine = output.get() + static_cast<std::size_t>(me()) * count;
-      for (std::size_t i = 0; i < count; ++i)
-        mine[i] = testing::small_integer_as<T>(value_of(me(), i));
-      group().all_gather(ConstElementSpan{mine, count, dtype},
-                         ElementSpan{output.get(), total, dtype});
-      std::size_t wrong = 0;
-      for (int r = 0; r < n(); ++r) {
-        for (std::size_t i = 0; i < count; ++i) {
-          wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
-                     testing::small_integer_as<T>(value_of(r, i)));
-        }
-      }
-      EXPECT_EQ(wrong, 0u) << "count " << count;
+      EXPECT_EQ(wrong_after_all_gather<T>(count, true), 0u) << "count " << count;
     }
   });
 }
