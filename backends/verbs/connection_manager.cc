@@ -308,61 +308,15 @@ void ConnectionManager::check_timers() {
 void ConnectionManager::dispatch(int type, rdma_cm_id* id, int status,
                                  const std::vector<std::byte>& data) {
   if (type == RDMA_CM_EVENT_CONNECT_REQUEST) return on_connect_request(id, data);
-  if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-    for (int peer = 0; peer < world_size_; ++peer) {
-      if (peer_ready_[static_cast<std::size_t>(peer)]) {
-        hooks_.lost(peer, "the RDMA device was removed (rdma_cm DEVICE_REMOVAL)");
-      }
-    }
-    return;
-  }
+  if (type == RDMA_CM_EVENT_DEVICE_REMOVAL) return on_device_removed();
   Session* s = session_of(id);
   if (s == nullptr) return;  // the listener's own events, or a session already gone
   const bool connector = s->side == Session::Side::connector;
   switch (type) {
     case RDMA_CM_EVENT_ADDR_RESOLVED:
-      if (id->verbs != context()) {
-        throw CollectiveError(
-            ErrorKind::backend_unavailable, site("connect to " + s->remote, s->peer),
-            "the route to rank " + std::to_string(s->peer) + " leaves through RDMA device " +
-                ibv_get_device_name(id->verbs->device) + ", but this rank listens on " +
-                ibv_get_device_name(context()->device),
-            "set RLX_IFNAME (or RLX_IB_DEVICE) so every rank uses addresses on one fabric");
-      }
-      if (rdma_resolve_route(id, kResolveMs) != 0) {
-        retry_later(*s, std::string("rdma_resolve_route: ") + std::strerror(errno));
-      }
-      return;
-    case RDMA_CM_EVENT_ROUTE_RESOLVED: {
-      try {
-        s->shape = create_queue_pair(id, pd_, cq_, shape_);
-      } catch (const std::runtime_error& error) {
-        throw CollectiveError(ErrorKind::backend_unavailable, site("connect", s->peer),
-                              error.what());
-      }
-      if (free_slots_.empty()) return retry_later(*s, "no free handshake buffer");
-      s->slot = free_slots_.back();
-      free_slots_.pop_back();
-      if (post_recv(id->qp, encode_work_id({WorkKind::handshake_recv, s->number, 0}), slot_recv(*s),
-                    kHalf, handshake_memory_->lkey()) != 0) {
-        return retry_later(*s, "cannot post the handshake receive");
-      }
-      const wire::Hello hello{static_cast<std::uint32_t>(world_size_),
-                              static_cast<std::uint32_t>(rank_),
-                              static_cast<std::uint32_t>(s->peer), 0, auth::fresh_nonce()};
-      s->hello = wire::encode_hello(hello);
-      rdma_conn_param param{};
-      param.private_data = s->hello.data();
-      param.private_data_len = static_cast<std::uint8_t>(s->hello.size());
-      param.retry_count = 7;
-      param.rnr_retry_count = 7;  // "infinite": credits keep receivers posted anyway
-      if (rdma_connect(id, &param) != 0) {
-        return retry_later(*s, std::string("rdma_connect: ") + std::strerror(errno));
-      }
-      s->state = Session::State::connecting;
-      s->handshake_deadline = Clock::now() + kHandshakeWithin;
-      return;
-    }
+      return on_address_resolved(*s, id);
+    case RDMA_CM_EVENT_ROUTE_RESOLVED:
+      return on_route_resolved(*s, id);
     case RDMA_CM_EVENT_ESTABLISHED:
       if (connector) on_established(*s, data);
       return;
@@ -390,6 +344,63 @@ void ConnectionManager::dispatch(int type, rdma_cm_id* id, int status,
     default:
       return;
   }
+}
+
+void ConnectionManager::on_device_removed() {
+  for (int peer = 0; peer < world_size_; ++peer) {
+    if (peer_ready_[static_cast<std::size_t>(peer)]) {
+      hooks_.lost(peer, "the RDMA device was removed (rdma_cm DEVICE_REMOVAL)");
+    }
+  }
+}
+
+// A connector's address is known: check it leaves through our device, then
+// resolve the route.
+void ConnectionManager::on_address_resolved(Session& session, rdma_cm_id* id) {
+  Session* s = &session;
+  if (id->verbs != context()) {
+    throw CollectiveError(
+        ErrorKind::backend_unavailable, site("connect to " + s->remote, s->peer),
+        "the route to rank " + std::to_string(s->peer) + " leaves through RDMA device " +
+            ibv_get_device_name(id->verbs->device) + ", but this rank listens on " +
+            ibv_get_device_name(context()->device),
+        "set RLX_IFNAME (or RLX_IB_DEVICE) so every rank uses addresses on one fabric");
+  }
+  if (rdma_resolve_route(id, kResolveMs) != 0) {
+    retry_later(*s, std::string("rdma_resolve_route: ") + std::strerror(errno));
+  }
+}
+
+// A connector's route is known: create the queue pair, post the handshake's
+// receive, and connect with the Hello in the private data.
+void ConnectionManager::on_route_resolved(Session& session, rdma_cm_id* id) {
+  Session* s = &session;
+  try {
+    s->shape = create_queue_pair(id, pd_, cq_, shape_);
+  } catch (const std::runtime_error& error) {
+    throw CollectiveError(ErrorKind::backend_unavailable, site("connect", s->peer), error.what());
+  }
+  if (free_slots_.empty()) return retry_later(*s, "no free handshake buffer");
+  s->slot = free_slots_.back();
+  free_slots_.pop_back();
+  if (post_recv(id->qp, encode_work_id({WorkKind::handshake_recv, s->number, 0}), slot_recv(*s),
+                kHalf, handshake_memory_->lkey()) != 0) {
+    return retry_later(*s, "cannot post the handshake receive");
+  }
+  const wire::Hello hello{static_cast<std::uint32_t>(world_size_),
+                          static_cast<std::uint32_t>(rank_), static_cast<std::uint32_t>(s->peer), 0,
+                          auth::fresh_nonce()};
+  s->hello = wire::encode_hello(hello);
+  rdma_conn_param param{};
+  param.private_data = s->hello.data();
+  param.private_data_len = static_cast<std::uint8_t>(s->hello.size());
+  param.retry_count = 7;
+  param.rnr_retry_count = 7;  // "infinite": credits keep receivers posted anyway
+  if (rdma_connect(id, &param) != 0) {
+    return retry_later(*s, std::string("rdma_connect: ") + std::strerror(errno));
+  }
+  s->state = Session::State::connecting;
+  s->handshake_deadline = Clock::now() + kHandshakeWithin;
 }
 
 void ConnectionManager::on_connect_request(rdma_cm_id* id, const std::vector<std::byte>& data) {

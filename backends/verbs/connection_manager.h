@@ -94,6 +94,9 @@ class ConnectionManager {
   using SessionPtr = std::unique_ptr<Session>;
 
   void dispatch(int type, rdma_cm_id* id, int status, const std::vector<std::byte>& data);
+  void on_device_removed();
+  void on_address_resolved(Session& session, rdma_cm_id* id);
+  void on_route_resolved(Session& session, rdma_cm_id* id);
   void on_connect_request(rdma_cm_id* id, const std::vector<std::byte>& data);
   void on_established(Session& s, const std::vector<std::byte>& data);
   void on_response(Session& s, std::uint32_t bytes);
