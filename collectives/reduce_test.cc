@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/collective_checks.h"
 #include "tests/support/reduce_reference.h"
 
 namespace rlx {
@@ -47,14 +48,8 @@ TEST_P(ReduceTest, MatchesReferenceForOddLengths) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, ReduceTest,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
-                                                              ReduceOp::min, ReduceOp::max)),
-                         [](const auto& test) {
-                           return std::string(name_of(std::get<0>(test.param))) + "_" +
-                                  std::string(name_of(std::get<1>(test.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, ReduceTest, testing::every_dtype_and_op(),
+                         testing::dtype_and_op_name);
 
 TEST(Reduce, IntegerOverflowWraps) {
   std::vector<std::int32_t> acc{std::numeric_limits<std::int32_t>::max()}, in{1};

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "rlx/rlx.h"
+#include "tests/support/collective_checks.h"
 #include "tests/support/reduce_reference.h"
 
 namespace rlx {
@@ -28,11 +29,7 @@ int me() { return group().rank(); }
 int right() { return (me() + 1) % n(); }
 int left() { return (me() + n() - 1) % n(); }
 
-// Rank r's contribution at element i: small integers, exact in every dtype,
-// distinct across ranks and positions.
-std::int64_t value_of(int rank, std::size_t i) {
-  return static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(rank) * 5 + 3) % 5) - 2;
-}
+std::int64_t value_of(int rank, std::size_t i) { return testing::contribution(rank, i); }
 
 // Sizes that stress the algorithms' edges for this world size.
 std::vector<std::size_t> interesting_counts() {
@@ -74,14 +71,8 @@ TEST_P(AllReduce, MatchesTheReferenceAtEverySize) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
-                                                              ReduceOp::min, ReduceOp::max)),
-                         [](const auto& test) {
-                           return std::string(name_of(std::get<0>(test.param))) + "_" +
-                                  std::string(name_of(std::get<1>(test.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce, testing::every_dtype_and_op(),
+                         testing::dtype_and_op_name);
 
 // Values near the top of each integer type, so sums and products overflow
 // and every backend must wrap around as the reference does.
@@ -142,33 +133,12 @@ TEST(AllReduceLarge, SixtyFourMebibytesOfFloats) {
 
 class AllGather : public ::testing::TestWithParam<Dtype> {};
 
-// Gathers `count` elements per rank, from a separate input or in place (each
-// rank's input already in its block of the output), and returns how many
-// elements of the output are wrong.
-template <class T>
-std::size_t wrong_after_all_gather(std::size_t count, bool in_place) {
-  const std::size_t total = count * static_cast<std::size_t>(n());
-  std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
-  T* mine = in_place ? output.get() + static_cast<std::size_t>(me()) * count : input.get();
-  for (std::size_t i = 0; i < count; ++i) mine[i] = testing::small_integer_as<T>(value_of(me(), i));
-  group().all_gather(ConstElementSpan{mine, count, dtype_of<T>},
-                     ElementSpan{output.get(), total, dtype_of<T>});
-  std::size_t wrong = 0;
-  for (int r = 0; r < n(); ++r) {
-    for (std::size_t i = 0; i < count; ++i) {
-      wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
-                 testing::small_integer_as<T>(value_of(r, i)));
-    }
-  }
-  return wrong;
-}
-
 TEST_P(AllGather, ConcatenatesInRankOrder) {
   dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t count :
          {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{100003}}) {
-      EXPECT_EQ(wrong_after_all_gather<T>(count, false), 0u) << "count " << count;
+      EXPECT_EQ(testing::wrong_after_all_gather<T>(group(), count, false), 0u) << "count " << count;
     }
   });
 }
@@ -177,7 +147,7 @@ TEST_P(AllGather, InPlace) {
   dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000}}) {
-      EXPECT_EQ(wrong_after_all_gather<T>(count, true), 0u) << "count " << count;
+      EXPECT_EQ(testing::wrong_after_all_gather<T>(group(), count, true), 0u) << "count " << count;
     }
   });
 }

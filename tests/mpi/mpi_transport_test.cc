@@ -23,6 +23,7 @@
 #include "backends/mpi/call_agreement.h"
 #include "backends/mpi/watchdog.h"
 #include "rlx/rlx.h"
+#include "tests/support/collective_checks.h"
 #include "tests/support/reduce_reference.h"
 
 namespace rlx {
@@ -46,10 +47,7 @@ Transport& small_messages() {
   return *instance;
 }
 
-// Rank r's contribution at element i: small integers, exact in every dtype.
-std::int64_t value_of(int rank, std::size_t i) {
-  return static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(rank) * 5 + 3) % 5) - 2;
-}
+std::int64_t value_of(int rank, std::size_t i) { return testing::contribution(rank, i); }
 
 // Integers and bool bit-exact; 16-bit floats within their rounding.
 template <class T>
@@ -109,43 +107,17 @@ TEST_P(AllReduce, InPiecesWhenLongerThanOneMessage) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce,
-                         ::testing::Combine(::testing::ValuesIn(kAllDtypes),
-                                            ::testing::Values(ReduceOp::sum, ReduceOp::prod,
-                                                              ReduceOp::min, ReduceOp::max)),
-                         [](const auto& test) {
-                           return std::string(name_of(std::get<0>(test.param))) + "_" +
-                                  std::string(name_of(std::get<1>(test.param)));
-                         });
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, AllReduce, testing::every_dtype_and_op(),
+                         testing::dtype_and_op_name);
 
 class AllGather : public ::testing::TestWithParam<Dtype> {};
-
-// Gathers `count` elements per rank over `transport`, from a separate input
-// or in place (each rank's input already in its block of the output).
-template <class T>
-std::size_t wrong_after_all_gather(Transport& transport, std::size_t count, bool in_place) {
-  const std::size_t total = count * static_cast<std::size_t>(n());
-  std::unique_ptr<T[]> input(new T[count + 1]), output(new T[total + 1]);
-  T* mine = in_place ? output.get() + static_cast<std::size_t>(me()) * count : input.get();
-  for (std::size_t i = 0; i < count; ++i) mine[i] = testing::small_integer_as<T>(value_of(me(), i));
-  transport.all_gather(ConstElementSpan{mine, count, dtype_of<T>},
-                       ElementSpan{output.get(), total, dtype_of<T>});
-  std::size_t wrong = 0;
-  for (int r = 0; r < n(); ++r) {
-    for (std::size_t i = 0; i < count; ++i) {
-      wrong += !(output[static_cast<std::size_t>(r) * count + i] ==
-                 testing::small_integer_as<T>(value_of(r, i)));
-    }
-  }
-  return wrong;
-}
 
 TEST_P(AllGather, InPiecesWhenLongerThanOneMessage) {
   dispatch_dtype(GetParam(), [&](auto tag) {
     using T = decltype(tag);
     for (std::size_t count : {kSmallMessage / sizeof(T) + 1, std::size_t{1001}}) {
-      EXPECT_EQ(wrong_after_all_gather<T>(small_messages(), count, false), 0u) << count;
-      EXPECT_EQ(wrong_after_all_gather<T>(small_messages(), count, true), 0u) << count;
+      EXPECT_EQ(testing::wrong_after_all_gather<T>(small_messages(), count, false), 0u) << count;
+      EXPECT_EQ(testing::wrong_after_all_gather<T>(small_messages(), count, true), 0u) << count;
     }
   });
 }
