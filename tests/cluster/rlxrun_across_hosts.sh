@@ -78,13 +78,17 @@ case $case_name in
     expect_no_leftovers_within 10
     ;;
   launcher_killed)
-    "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" -n 3 sleep 120 >/dev/null 2>&1 &
+    "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" -n 3 sleep 120 >launcher.log 2>&1 &
     launcher=$!
+    running=0
     for _ in $(seq 1 100); do
-      [[ $(leftovers | grep -c sleep || true) -eq 3 ]] && break
+      running=$(leftovers | grep -c sleep || true)
+      ((running == 3)) && break
       sleep 0.2
     done
-    [[ $(leftovers | grep -c sleep || true) -eq 3 ]] || fail "the 3 remote ranks never started: $(leftovers)"
+    # Once all three ran, rlxrun's own words say why one would have stopped.
+    ((running == 3)) ||
+      fail "$running of the 3 remote ranks started: $(leftovers); rlxrun said: $(cat launcher.log)"
     kill -KILL "$launcher"
     expect_no_leftovers_within 15
     ;;
