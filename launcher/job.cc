@@ -35,6 +35,7 @@
 #include "transport/endpoint.h"
 #include "transport/launch_env.h"
 #include "transport/rendezvous/server.h"
+#include "transport/shm/segment.h"
 
 namespace rlx::launcher {
 namespace {
@@ -309,6 +310,7 @@ class Job {
   std::vector<RankState> ranks_;
   int signal_fd_ = -1;
   int exit_code_ = 0;
+  std::string token_;  // the job's, once its ranks start
   bool stopping_ = false;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> term_deadline_;
@@ -341,13 +343,17 @@ int Job::run() {
   }
   loop();
   close(signal_fd_);
+  // Ranks unlink their shared memory once every peer mapped it; a job that
+  // failed before then leaves names behind. Every rank has ended here.
+  if (!token_.empty()) shm::remove_job_segments(shm::kDefaultDirectory, token_);
   return exit_code_;
 }
 
 void Job::start_ranks(const std::string& rendezvous_address,
                       std::chrono::milliseconds connect_timeout,
                       std::vector<std::array<int, 2>> copy_fds) {
-  const std::string token = fresh_job_token();
+  token_ = fresh_job_token();
+  const std::string& token = token_;
   // rlxrun hosts the rendezvous: it knows its own address, so there is no
   // port to guess, and it can name ranks that never arrive.
   rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token, rendezvous_address);

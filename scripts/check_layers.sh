@@ -11,17 +11,18 @@ declare -A may_include=(
   [core]=""
   [transport]="core"
   [transport/rendezvous]="core transport"
-  [collectives]="core transport"
+  [transport/shm]="core transport"
+  [collectives]="core transport transport/shm"
   [backends/singleton]="core transport"
-  [backends/tcp]="core transport transport/rendezvous collectives"
+  [backends/tcp]="core transport transport/rendezvous transport/shm collectives"
   [backends/mpi]="core transport collectives"
-  [backends/verbs]="core transport transport/rendezvous collectives"
-  [rlx]="core transport transport/rendezvous collectives backends/singleton backends/tcp
+  [backends/verbs]="core transport transport/rendezvous transport/shm collectives"
+  [rlx]="core transport transport/rendezvous transport/shm collectives backends/singleton backends/tcp
          backends/mpi backends/verbs"
 )
 # The launcher shares only the contract with the library: these files.
 launcher_may_include=" transport/launch_env.h transport/endpoint.h transport/rendezvous/server.h
-  rlx/version.h "
+  transport/shm/segment.h rlx/version.h "
 
 violations=0
 report() {

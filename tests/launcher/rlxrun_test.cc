@@ -121,6 +121,22 @@ TEST_F(Rlxrun, AFailingRankStopsTheOthersAndItsStatusIsTheJobs) {
   expect_all_gone(rank_pids(0, 0ms), 5s);
 }
 
+// Ranks that die between creating their shared memory and unlinking it:
+// when the job ends, rlxrun has removed their segments from /dev/shm.
+TEST_F(Rlxrun, SharedMemoryOfRanksThatDiedIsRemovedWhenTheJobEnds) {
+  Subprocess job({RLXRUN, "-n", "2", SHM_LEFTOVER}, env());
+  const Finished f = job.wait(30s);
+  EXPECT_FALSE(f.timed_out);
+  EXPECT_EQ(f.exit_code(), 5) << f.err;
+  for (const char* rank : {"0", "1"}) {
+    std::ifstream file(pids_dir_ / (std::string("shm.") + rank));
+    std::string path;
+    ASSERT_TRUE(std::getline(file, path)) << "rank " << rank << " made no segment: " << f.err;
+    EXPECT_TRUE(path.starts_with("/dev/shm/rlx-")) << path;
+    EXPECT_FALSE(fs::exists(path)) << path << " outlived the job";
+  }
+}
+
 TEST_F(Rlxrun, ARankKilledByASignalIsNamedWithTheSignal) {
   Subprocess job({RLXRUN, "-n", "2", "sh", "-c",
                   std::string("if [ $RLX_RANK = 0 ]; then kill -9 $$; fi; ") + kRecordPidThenRun},

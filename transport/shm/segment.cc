@@ -1,0 +1,217 @@
+#include "transport/shm/segment.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "transport/auth.h"
+
+namespace rlx::shm {
+namespace {
+
+constexpr std::uint64_t kMagic = 0x4d48535f584c52;  // "RLX_SHM"
+
+// The first kHeaderBytes of every segment. `ready` is written last, with
+// release order, once the creator has sized and reserved the whole file.
+struct Header {
+  std::uint64_t magic;
+  std::uint64_t bytes;
+  std::atomic<std::uint32_t> ready;
+};
+static_assert(sizeof(Header) <= SharedSegment::kHeaderBytes);
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+std::string path_of(const std::string& directory, const std::string& name) {
+  return directory + "/" + name;
+}
+
+std::string free_space_of(const std::string& directory) {
+  struct statvfs fs {};
+  if (::statvfs(directory.c_str(), &fs) != 0) return "unknown";
+  return format_bytes(static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize);
+}
+
+std::byte* map(int fd, std::size_t total) {
+  void* base = ::mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  return base == MAP_FAILED ? nullptr : static_cast<std::byte*>(base);
+}
+
+[[noreturn]] void fail_errno(ErrorKind kind, const ErrorSite& site, const std::string& what,
+                             int error, std::string hint = {}) {
+  throw CollectiveError(kind, site, what + ": " + std::strerror(error), std::move(hint));
+}
+
+}  // namespace
+
+std::string SharedSegment::job_prefix(std::string_view job_token) {
+  static constexpr std::string_view kPurpose = "rlx shared memory";
+  const std::span<const std::byte> parts[] = {std::as_bytes(std::span(kPurpose))};
+  const auth::Mac mac = auth::mac(job_token, parts);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string prefix = "rlx-";
+  for (std::size_t i = 0; i < 8; ++i) {
+    const auto byte = static_cast<unsigned>(mac[i]);
+    prefix += kHex[byte >> 4];
+    prefix += kHex[byte & 15];
+  }
+  return prefix + "-";
+}
+
+std::string SharedSegment::name_for(std::string_view job_token, int rank) {
+  return job_prefix(job_token) + std::to_string(rank);
+}
+
+SharedSegment SharedSegment::create(const std::string& directory, const std::string& name,
+                                    std::size_t bytes, const ErrorSite& site) {
+  const std::string path = path_of(directory, name);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int error = errno;
+    fail_errno(error == EEXIST ? ErrorKind::invalid_argument : ErrorKind::resource_exhausted, site,
+               "cannot create shared memory " + path, error,
+               error == EEXIST ? "another job with the same token left it behind; remove it"
+                               : "can this user write to " + directory + "?");
+  }
+  const std::size_t total = kHeaderBytes + bytes;
+  // Reserve every page now: a sparse file in a full tmpfs fails at the first
+  // touch with SIGBUS, in the middle of a collective.
+  const int reserved = ::posix_fallocate(fd, 0, static_cast<off_t>(total));
+  if (reserved != 0) {
+    ::close(fd);
+    ::unlink(path.c_str());
+    fail_errno(ErrorKind::resource_exhausted, site,
+               "cannot reserve " + format_bytes(total) + " of shared memory in " + directory +
+                   " (" + free_space_of(directory) + " free)",
+               reserved, "give " + directory + " more room, or set RLX_SHM=0 to use TCP");
+  }
+  std::byte* base = map(fd, total);
+  const int map_error = errno;
+  ::close(fd);
+  if (base == nullptr) {
+    ::unlink(path.c_str());
+    fail_errno(ErrorKind::resource_exhausted, site, "cannot map " + path, map_error);
+  }
+  auto* header = new (base) Header{kMagic, bytes, {0}};
+  header->ready.store(1, std::memory_order_release);
+  return SharedSegment(path, base, bytes, true);
+}
+
+namespace {
+
+// The segment at `fd` once its creator made it ready: mapped, or nullptr
+// while it is not ready yet. Throws when it is ready but not what rlx expects.
+std::byte* map_when_ready(int fd, const std::string& path, std::size_t bytes,
+                          const ErrorSite& site) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) < SharedSegment::kHeaderBytes) {
+    return nullptr;
+  }
+  // Only a segment this user made for its own eyes: the name comes from the
+  // job token, but a planted file must not be trusted either.
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    throw CollectiveError(ErrorKind::protocol_violation, site,
+                          path + " is not a private segment of this user",
+                          "remove it; rlx creates its segments with mode 0600");
+  }
+  const auto total = static_cast<std::size_t>(st.st_size);
+  std::byte* base = map(fd, total);
+  if (base == nullptr) return nullptr;
+  const auto* header = reinterpret_cast<const Header*>(base);
+  if (header->ready.load(std::memory_order_acquire) != 1) {
+    ::munmap(base, total);
+    return nullptr;
+  }
+  if (header->magic != kMagic || header->bytes != bytes ||
+      total != SharedSegment::kHeaderBytes + bytes) {
+    ::munmap(base, total);
+    throw CollectiveError(
+        ErrorKind::protocol_violation, site,
+        path + " is not a segment of " + format_bytes(bytes) + " written by this rlx build",
+        "run the same rlx build on every rank");
+  }
+  return base;
+}
+
+}  // namespace
+
+SharedSegment SharedSegment::open(const std::string& directory, const std::string& name,
+                                  std::size_t bytes, Deadline deadline, const ErrorSite& site) {
+  const std::string path = path_of(directory, name);
+  constexpr auto kLongestPause = std::chrono::microseconds(5000);
+  for (auto pause = std::chrono::microseconds(50);; pause = std::min(pause * 2, kLongestPause)) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (fd >= 0) {
+      std::byte* base = nullptr;
+      try {
+        base = map_when_ready(fd, path, bytes, site);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::close(fd);
+      if (base != nullptr) return SharedSegment(path, base, bytes, false);
+    } else if (errno != ENOENT) {
+      fail_errno(ErrorKind::protocol_violation, site, "cannot open shared memory " + path, errno);
+    }
+    if (Clock::now() >= deadline) {
+      throw CollectiveError(ErrorKind::timeout, site,
+                            "shared memory " + path + " was not ready in time",
+                            "did the rank that creates it start, and does it share this host?");
+    }
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+SharedSegment::SharedSegment(SharedSegment&& other) noexcept
+    : path_(std::move(other.path_)),
+      base_(std::exchange(other.base_, nullptr)),
+      bytes_(other.bytes_),
+      owner_(std::exchange(other.owner_, false)) {}
+
+SharedSegment& SharedSegment::operator=(SharedSegment&& other) noexcept {
+  if (this != &other) {
+    release();
+    path_ = std::move(other.path_);
+    base_ = std::exchange(other.base_, nullptr);
+    bytes_ = other.bytes_;
+    owner_ = std::exchange(other.owner_, false);
+  }
+  return *this;
+}
+
+SharedSegment::~SharedSegment() { release(); }
+
+void SharedSegment::unlink() {
+  if (owner_) ::unlink(path_.c_str());
+  owner_ = false;
+}
+
+void SharedSegment::release() noexcept {
+  unlink();
+  if (base_ != nullptr) ::munmap(base_, kHeaderBytes + bytes_);
+  base_ = nullptr;
+}
+
+int remove_job_segments(const std::string& directory, std::string_view job_token) {
+  const std::string prefix = SharedSegment::job_prefix(job_token);
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (name.starts_with(prefix) && ::unlinkat(::dirfd(dir), entry->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
+
+}  // namespace rlx::shm
