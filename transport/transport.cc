@@ -136,17 +136,20 @@ void Transport::check_blocks(std::string_view operation, ConstElementSpan input,
                              bool gathers) const {
   check_elements(operation, input.data, input.count, input.dtype);
   check_elements(operation, output.data, output.count, output.dtype);
-  const auto sizes = "input " + describe_elements(input.count, input.dtype) + ", output " +
-                     describe_elements(output.count, output.dtype);
+  // Built only for an error: formatting costs more than a small collective.
+  const auto sizes = [&] {
+    return "input " + describe_elements(input.count, input.dtype) + ", output " +
+           describe_elements(output.count, output.dtype);
+  };
   if (input.dtype != output.dtype) {
-    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
                           "input and output dtypes differ");
   }
   const std::size_t block = gathers ? input.count : output.count;
   const std::size_t blocks = gathers ? output.count : input.count;
   if (blocks / static_cast<std::size_t>(world_size_) != block ||
       blocks % static_cast<std::size_t>(world_size_) != 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes),
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
                           std::string(gathers ? "the output" : "the input") +
                               " must hold world_size x " + (gathers ? "input" : "output") +
                               " elements (" + std::to_string(world_size_) + " x " +
