@@ -26,6 +26,9 @@ std::string CollectiveCall::describe() const {
   }
   if (kind != CollectiveKind::barrier) text.append(" of ").append(describe_elements(count, dtype));
   if (kind == CollectiveKind::broadcast) text.append(" from rank ").append(std::to_string(root));
+  if (sequence >= kSetupSequence) {
+    return text.append(", set-up call #").append(std::to_string(sequence - kSetupSequence));
+  }
   return text.append(", collective #").append(std::to_string(sequence));
 }
 

@@ -22,6 +22,10 @@ enum class CollectiveKind : std::uint8_t {
 
 std::string_view name_of(CollectiveKind kind);
 
+// A transport's own set-up collectives are numbered from here, apart from
+// the user's (whose first is #0 whatever set-up ran).
+inline constexpr std::uint64_t kSetupSequence = std::uint64_t{1} << 63;
+
 // What a rank is doing: the same on every rank for one collective call.
 struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::barrier;
@@ -35,5 +39,13 @@ struct CollectiveCall {
   // "all_reduce sum of 1024 x f32 (4 KiB), collective #7".
   std::string describe() const;
 };
+
+// True when raw fields read from another process (a frame header, a call
+// posted in shared memory) name a collective kind, a reduction and a dtype.
+inline bool valid_call_fields(std::uint8_t kind, std::uint8_t op, std::uint8_t dtype) {
+  return kind >= static_cast<std::uint8_t>(CollectiveKind::all_reduce) &&
+         kind <= static_cast<std::uint8_t>(CollectiveKind::barrier) &&
+         op <= static_cast<std::uint8_t>(ReduceOp::max) && is_valid_dtype(dtype);
+}
 
 }  // namespace rlx

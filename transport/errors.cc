@@ -50,7 +50,16 @@ std::string_view name_of(ErrorKind kind) {
 
 CollectiveError::CollectiveError(ErrorKind kind, ErrorSite site, std::string_view detail,
                                  std::string_view hint)
-    : Error(format_message(kind, site, detail, hint)), kind_(kind), site_(std::move(site)) {}
+    : Error(format_message(kind, site, detail, hint)),
+      kind_(kind),
+      site_(std::move(site)),
+      detail_(detail),
+      hint_(hint) {}
+
+CollectiveError CollectiveError::seen_from(ErrorSite site) const {
+  if (site.peer < 0) site.peer = site_.peer;
+  return CollectiveError(kind_, std::move(site), detail_, hint_);
+}
 
 std::string format_bytes(std::size_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};

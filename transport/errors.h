@@ -45,10 +45,18 @@ class CollectiveError : public Error {
   int rank() const { return site_.rank; }
   int peer() const { return site_.peer; }
   const std::string& operation() const { return site_.operation; }
+  const std::string& detail() const { return detail_; }
+  const std::string& hint() const { return hint_; }
+  // The same failure reported where another operation met it: a collective
+  // that wakes to a failure its transport recorded elsewhere names itself,
+  // its sizes and (unless `site` names one) the peer of the original.
+  CollectiveError seen_from(ErrorSite site) const;
 
  private:
   ErrorKind kind_;
   ErrorSite site_;
+  std::string detail_;
+  std::string hint_;
 };
 
 // "4 KiB", "1.5 MiB", "12 B": sizes as people read them.

@@ -23,7 +23,24 @@ bool FailureLatch::trip(std::exception_ptr error) {
   }
   const std::uint64_t one = 1;
   (void)!::write(wake_fd_, &one, sizeof one);
+  std::lock_guard lock(waker_mutex_);
+  if (waker_) waker_();
   return true;
+}
+
+void FailureLatch::set_waker(std::function<void()> waker) {
+  std::lock_guard lock(waker_mutex_);
+  waker_ = std::move(waker);
+  if (waker_ && tripped()) waker_();
+}
+
+void FailureLatch::rethrow_if_tripped(const ErrorSite& site) const {
+  if (!tripped()) return;
+  try {
+    rethrow_if_tripped();
+  } catch (const CollectiveError& cause) {
+    throw cause.seen_from(site);
+  }
 }
 
 void FailureLatch::rethrow_if_tripped() const {

@@ -30,7 +30,7 @@ FrameHeader decode(std::span<const std::byte, kFrameHeaderBytes> bytes) {
   const std::uint8_t kind = r.u8(), collective = r.u8(), op = r.u8(), dtype = r.u8();
   if (kind < 1 || kind > 6) throw wire::DecodeError("unknown frame kind " + std::to_string(kind));
   h.kind = static_cast<FrameKind>(kind);
-  if (collective < 1 || collective > 5 || op > 3 || !is_valid_dtype(dtype)) {
+  if (!valid_call_fields(collective, op, dtype)) {
     throw wire::DecodeError("invalid collective descriptor in frame header");
   }
   h.collective = static_cast<CollectiveKind>(collective);

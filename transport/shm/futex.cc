@@ -1,10 +1,9 @@
 #include "transport/shm/futex.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
-#include <thread>
 
+#include <immintrin.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -27,28 +26,31 @@ long futex(std::uint32_t* address, int op, std::uint32_t value, const timespec* 
 
 }  // namespace
 
-bool wait_while_equal(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
-                      Deadline deadline, SpinPolicy policy) {
-  const auto spin_until = Clock::now() + policy.spin;
-  while (word.load(std::memory_order_acquire) == expected) {
-    const auto now = Clock::now();
-    if (now >= deadline) return false;
-    if (now < spin_until) {
-      if (policy.yield) std::this_thread::yield();
-      continue;
-    }
-    // Sleep in slices of at most a second, so a missed wake-up (a waker that
-    // changed the word between our load and the futex call is not one: the
-    // kernel compares first) only costs time, never the deadline.
-    const auto left = std::min<Clock::duration>(deadline - now, std::chrono::seconds(1));
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-    const timespec timeout{static_cast<time_t>(ns / 1'000'000'000),
-                           static_cast<long>(ns % 1'000'000'000)};
-    futex(raw(word), FUTEX_WAIT, expected, &timeout);  // EAGAIN, EINTR, ETIMEDOUT: look again
-  }
-  return true;
+void Doorbell::wake() {
+  sequence.fetch_add(1, std::memory_order_seq_cst);
+  futex(raw(sequence), FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-void wake_all(std::atomic<std::uint32_t>& word) { futex(raw(word), FUTEX_WAKE, INT_MAX, nullptr); }
+bool sleep_while_equal(const std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                       Deadline deadline, std::chrono::milliseconds slice) {
+  const auto now = Clock::now();
+  if (now >= deadline) return false;
+  const auto left = std::min<Clock::duration>(deadline - now, slice);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+  const timespec timeout{static_cast<time_t>(ns / 1'000'000'000),
+                         static_cast<long>(ns % 1'000'000'000)};
+  // EAGAIN (the word moved before the kernel looked), EINTR and ETIMEDOUT all
+  // mean: look again.
+  futex(raw(word), FUTEX_WAIT, expected, &timeout);
+  return word.load(std::memory_order_acquire) != expected;
+}
+
+void pause_between_polls(const SpinPolicy& policy) {
+  if (policy.yield) {
+    std::this_thread::yield();
+  } else {
+    _mm_pause();
+  }
+}
 
 }  // namespace rlx::shm

@@ -1,0 +1,210 @@
+#include "transport/shm/point_to_point.h"
+
+#include <limits>
+
+#include "transport/log.h"
+
+namespace rlx::shm {
+
+struct PointToPoint::Inbound {
+  explicit Inbound(MessageRing r) : ring(r) {}
+  std::timed_mutex consumer;
+  std::atomic<int> receiving{0};  // callers in recv(): the drainer keeps off
+  MessageRing ring;
+};
+
+struct PointToPoint::Outbound {
+  explicit Outbound(MessageRing r) : ring(r) {}
+  std::mutex producer;
+  MessageRing ring;
+};
+
+namespace {
+
+std::string describe_message(Tag tag, std::size_t bytes) {
+  return "tag " + std::to_string(tag) + ", " + format_bytes(bytes);
+}
+
+// The words of TCP's and verbs' over-cap failure, so users see one message.
+std::string over_cap(int from, const RingHeader& header, const Mailbox& mailbox) {
+  return "rank " + std::to_string(from) + " sent a " + format_bytes(header.length) +
+         " message (tag " + std::to_string(header.tag) +
+         ") that no recv_bytes waited for; at most RLX_UNEXPECTED_BYTES = " +
+         format_bytes(mailbox.byte_cap()) + " can be held for later (" +
+         format_bytes(mailbox.held_bytes()) + " held)";
+}
+
+}  // namespace
+
+PointToPoint::PointToPoint(const Node& node, Mailbox& mailbox, const FailureLatch& latch,
+                           std::chrono::milliseconds timeout, SpinPolicy policy, Hooks hooks)
+    : node_(node),
+      mailbox_(mailbox),
+      latch_(latch),
+      timeout_(timeout),
+      policy_(policy),
+      hooks_(std::move(hooks)) {
+  const int me = node.local_rank();
+  for (int local = 0; local < node.local_size(); ++local) {
+    inbound_.push_back(std::make_unique<Inbound>(node.ring(local, me)));
+    outbound_.push_back(std::make_unique<Outbound>(node.ring(me, local)));
+  }
+  drainer_ = std::thread([this] { drain_loop(); });
+}
+
+PointToPoint::~PointToPoint() {
+  stopping_.store(true, std::memory_order_seq_cst);
+  node_.control(node_.local_rank()).drain_bell.wake();
+  drainer_.join();
+}
+
+RingWait PointToPoint::wait_for(int local, Deadline deadline) const {
+  Doorbell& peer_drain = node_.control(local).drain_bell;
+  return {.own = &node_.control(node_.local_rank()).bell,
+          .other = &node_.control(local).bell,
+          .policy = policy_,
+          .deadline = deadline,
+          .stop = [this] { return latch_.tripped(); },
+          .before_sleep = [&peer_drain] { peer_drain.wake(); }};
+}
+
+void PointToPoint::fail_hard(CollectiveError error) {
+  hooks_.fail(error);
+  latch_.rethrow_if_tripped(error.site());
+  throw error;
+}
+
+void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
+  const int local = node_.local_of(to);
+  Outbound& out = *outbound_[static_cast<std::size_t>(local)];
+  std::lock_guard lock(out.producer);
+  latch_.rethrow_if_tripped();
+  RingWait wait = wait_for(local, Clock::now() + timeout_);
+  if (out.ring.send(tag, payload, wait)) return;
+  latch_.rethrow_if_tripped(hooks_.site("send_bytes", to, describe_message(tag, payload.size())));
+  fail_hard(CollectiveError(
+      ErrorKind::timeout, hooks_.site("send_bytes", to, describe_message(tag, payload.size())),
+      "rank " + std::to_string(to) + " read nothing from its shared-memory channel within " +
+          std::to_string(timeout_.count()) + " ms (ring full)",
+      "is rank " + std::to_string(to) + " alive? A stopped process neither reads nor drains"));
+}
+
+std::vector<std::byte> PointToPoint::take_payload(int local, Inbound& in, const RingHeader& header,
+                                                  RingWait& wait, std::string_view operation) {
+  const int from = node_.world_rank(local);
+  std::vector<std::byte> message;
+  try {
+    message.resize(header.length);
+  } catch (const std::exception&) {  // bad_alloc, or a length above max_size()
+    fail_hard(
+        CollectiveError(ErrorKind::resource_exhausted,
+                        hooks_.site(operation, from, describe_message(header.tag, header.length)),
+                        "cannot allocate " + format_bytes(header.length) +
+                            " for a message from rank " + std::to_string(from)));
+  }
+  if (in.ring.take_payload(message, wait)) return message;
+  latch_.rethrow_if_tripped(
+      hooks_.site(operation, from, describe_message(header.tag, header.length)));
+  fail_hard(CollectiveError(
+      ErrorKind::timeout, hooks_.site(operation, from, describe_message(header.tag, header.length)),
+      "rank " + std::to_string(from) + " stopped in the middle of a message",
+      "is rank " + std::to_string(from) + " alive?"));
+}
+
+std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
+  const int local = node_.local_of(from);
+  Inbound& in = *inbound_[static_cast<std::size_t>(local)];
+  const Deadline deadline = Clock::now() + timeout_;
+  in.receiving.fetch_add(1, std::memory_order_seq_cst);
+  struct Done {
+    Inbound& in;
+    Doorbell& drain;
+    ~Done() {
+      in.receiving.fetch_sub(1, std::memory_order_seq_cst);
+      if (in.ring.producer_stalled()) drain.wake();  // the drainer kept off for us
+    }
+  } done{in, node_.control(node_.local_rank()).drain_bell};
+  const auto site = [&] { return hooks_.site("recv_bytes", from, "tag " + std::to_string(tag)); };
+  const auto timed_out = [&] {
+    latch_.rethrow_if_tripped(site());
+    return CollectiveError(ErrorKind::timeout, site(),
+                           "no message arrived within " + std::to_string(timeout_.count()) + " ms",
+                           "does rank " + std::to_string(from) + " send with this tag?");
+  };
+  // Another thread reading this ring (a receive of another tag, or the
+  // drainer) parks what is not its own in the mailbox: wait there meanwhile.
+  std::unique_lock lock(in.consumer, std::defer_lock);
+  while (!lock.try_lock()) {
+    const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(1));
+    if (auto message = mailbox_.take(from, tag, slice)) return std::move(*message);
+    if (Clock::now() >= deadline) throw timed_out();
+  }
+  if (auto message = mailbox_.try_take(from, tag)) return std::move(*message);
+  RingWait wait = wait_for(local, deadline);
+  for (;;) {
+    const auto header = in.ring.take_header(wait, site());
+    if (!header) throw timed_out();
+    if (header->tag == tag) return take_payload(local, in, *header, wait, "recv_bytes");
+    if (!fits_under_cap(from, *header)) {
+      fail_hard(CollectiveError(
+          ErrorKind::resource_exhausted,
+          hooks_.site("recv_bytes", from, describe_message(header->tag, header->length)),
+          over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
+    }
+    auto other = take_payload(local, in, *header, wait, "recv_bytes");
+    (void)mailbox_.deliver(from, header->tag, std::move(other), /*awaited=*/true);  // checked above
+  }
+}
+
+bool PointToPoint::fits_under_cap(int from, const RingHeader& header) const {
+  const std::size_t held = std::min(mailbox_.held_bytes(), mailbox_.byte_cap());
+  return header.length <= mailbox_.byte_cap() - held || mailbox_.awaited(from, header.tag);
+}
+
+void PointToPoint::drain(int local, Inbound& in) {
+  const int from = node_.world_rank(local);
+  in.ring.clear_stalled();
+  RingWait wait = wait_for(local, Clock::now() + timeout_);
+  while (!stopping_.load(std::memory_order_relaxed) && in.ring.has_message() && !latch_.tripped()) {
+    const auto header = in.ring.take_header(wait, hooks_.site("receive", from, {}));
+    if (!header) return;
+    if (!fits_under_cap(from, *header)) {
+      fail_hard(CollectiveError(
+          ErrorKind::resource_exhausted,
+          hooks_.site("receive", from, describe_message(header->tag, header->length)),
+          over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
+    }
+    auto message = take_payload(local, in, *header, wait, "receive");
+    (void)mailbox_.deliver(from, header->tag, std::move(message),
+                           /*awaited=*/true);  // checked above
+  }
+}
+
+void PointToPoint::drain_loop() {
+  Doorbell& bell = node_.control(node_.local_rank()).drain_bell;
+  const auto someone_stalled = [&] {
+    if (stopping_.load(std::memory_order_relaxed)) return true;
+    for (const auto& in : inbound_) {
+      if (in->ring.producer_stalled() && in->receiving.load(std::memory_order_relaxed) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  while (!stopping_.load(std::memory_order_acquire)) {
+    wait_until(bell, someone_stalled, Clock::now() + std::chrono::seconds(1), {.spin = {}});
+    for (std::size_t local = 0; local < inbound_.size(); ++local) {
+      Inbound& in = *inbound_[local];
+      if (!in.ring.producer_stalled() || in.receiving.load(std::memory_order_seq_cst) > 0) continue;
+      std::unique_lock lock(in.consumer, std::try_to_lock);
+      if (!lock.owns_lock()) continue;
+      try {
+        drain(static_cast<int>(local), in);
+      } catch (const CollectiveError&) {
+        return;  // recorded in the latch by fail_hard; every call now rethrows it
+      }
+    }
+  }
+}
+
+}  // namespace rlx::shm

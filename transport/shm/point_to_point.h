@@ -1,0 +1,77 @@
+// send_bytes/recv_bytes between the ranks of one host, through the rings of
+// their segments, with transport.h's semantics: send never waits for the
+// receiver, FIFO per (peer, tag), deadlines, the failure latch.
+//
+// A receiver reads its ring itself (no thread hop: a 4-byte message costs a
+// few cache-line transfers), taking the message it waits for and parking the
+// others in the Mailbox. When nobody reads and a sender finds the ring full,
+// the sender wakes this rank's drain thread, which moves whole messages into
+// the Mailbox (within RLX_UNEXPECTED_BYTES) so the sender can go on.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport/failure_latch.h"
+#include "transport/mailbox.h"
+#include "transport/shm/node.h"
+
+namespace rlx::shm {
+
+class PointToPoint {
+ public:
+  struct Hooks {
+    // An ErrorSite naming this rank, `operation`, the peer and the sizes.
+    std::function<ErrorSite(std::string_view operation, int peer, std::string sizes)> site;
+    // The transport cannot go on: record `error`, tell the other ranks.
+    std::function<void(const CollectiveError& error)> fail;
+  };
+
+  PointToPoint(const Node& node, Mailbox& mailbox, const FailureLatch& latch,
+               std::chrono::milliseconds timeout, SpinPolicy policy, Hooks hooks);
+  ~PointToPoint();
+  PointToPoint(const PointToPoint&) = delete;
+  PointToPoint& operator=(const PointToPoint&) = delete;
+
+  // `to` and `from` are job ranks on this host (node.local_of(peer) >= 0).
+  void send(int to, Tag tag, std::span<const std::byte> payload);
+  std::vector<std::byte> recv(int from, Tag tag);
+
+ private:
+  struct Inbound;
+  struct Outbound;
+
+  RingWait wait_for(int local, Deadline deadline) const;
+  // Moves every whole message now in `from`'s ring to the mailbox; stops at
+  // one that does not fit under the cap (which fails the transport).
+  void drain(int local, Inbound& in);
+  void drain_loop();
+  // Reads the next message's payload after its header; fails the transport
+  // when the sender stops mid-message.
+  std::vector<std::byte> take_payload(int local, Inbound& in, const RingHeader& header,
+                                      RingWait& wait, std::string_view operation);
+  // True when a message nobody waits for yet fits under RLX_UNEXPECTED_BYTES
+  // (one a receiver waits for in the Mailbox always does).
+  bool fits_under_cap(int from, const RingHeader& header) const;
+  [[noreturn]] void fail_hard(CollectiveError error);
+
+  const Node& node_;
+  Mailbox& mailbox_;
+  const FailureLatch& latch_;
+  const std::chrono::milliseconds timeout_;
+  const SpinPolicy policy_;
+  const Hooks hooks_;
+  std::vector<std::unique_ptr<Inbound>> inbound_;    // [local sender]
+  std::vector<std::unique_ptr<Outbound>> outbound_;  // [local receiver]
+  std::atomic<bool> stopping_{false};
+  std::thread drainer_;
+};
+
+}  // namespace rlx::shm

@@ -1,0 +1,210 @@
+#include "transport/shm/ring.h"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+
+namespace rlx::shm {
+
+// Each side's counter on a cache line of its own: the producer writes
+// `written` (and `stalled`), the consumer `read`.
+struct MessageRing::Control {
+  std::uint64_t magic;
+  std::uint64_t capacity;
+  alignas(64) std::atomic<std::uint64_t> written;  // bytes published, ever
+  alignas(64) std::atomic<std::uint64_t> read;     // bytes consumed, ever
+  alignas(64) std::atomic<std::uint32_t> stalled;  // the producer waits for space
+};
+
+namespace {
+
+constexpr std::uint64_t kMagic = 0x474e49525f584c52;  // "RLX_RING"
+constexpr std::uint32_t kRingHeaderCheck = 0x52484452;
+constexpr std::size_t kControlBytes = 256;
+constexpr std::size_t kHeaderBytes = sizeof(RingHeader);
+
+std::size_t padded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
+
+std::uint32_t check_word(std::uint32_t tag, std::uint64_t length) {
+  return kRingHeaderCheck ^ tag ^ static_cast<std::uint32_t>(length);
+}
+
+}  // namespace
+
+RingHeader make_ring_header(Tag tag, std::uint64_t length) {
+  return {length, tag, check_word(tag, length)};
+}
+
+std::optional<std::string> ring_header_problem(const RingHeader& header) {
+  if (header.check != check_word(header.tag, header.length)) {
+    return "a message header whose check word is wrong";
+  }
+  if (header.tag > kMaxTag) return "a message header with tag " + std::to_string(header.tag);
+  if (header.length > kMaxRingMessage) {
+    return "a message header announcing " + std::to_string(header.length) + " bytes";
+  }
+  return std::nullopt;
+}
+
+std::size_t MessageRing::footprint(std::size_t capacity) { return kControlBytes + capacity; }
+
+MessageRing MessageRing::create(std::byte* memory, std::size_t capacity) {
+  static_assert(sizeof(Control) <= kControlBytes);
+  if (capacity < 64 || !std::has_single_bit(capacity)) {
+    throw std::invalid_argument("a ring's capacity must be a power of two of at least 64");
+  }
+  auto* control = new (memory) Control{kMagic, capacity, {0}, {0}, {0}};
+  return MessageRing(control, memory + kControlBytes, capacity);
+}
+
+MessageRing MessageRing::attach(std::byte* memory, std::size_t capacity) {
+  auto* control = std::launder(reinterpret_cast<Control*>(memory));
+  if (control->magic != kMagic || control->capacity != capacity) {
+    throw std::invalid_argument("no message ring of that capacity here");
+  }
+  return MessageRing(control, memory + kControlBytes, capacity);
+}
+
+bool MessageRing::wait_for_space(std::uint64_t written, std::size_t bytes, RingWait& wait) {
+  const auto has_space = [&] {
+    return capacity_ - (written - control_->read.load(std::memory_order_acquire)) >= bytes;
+  };
+  if (has_space()) return true;
+  const auto stalled = [&] {
+    control_->stalled.store(1, std::memory_order_seq_cst);
+    wait.before_sleep();
+  };
+  return wait_until(
+             *wait.own, [&] { return wait.stop() || has_space(); }, wait.deadline, wait.policy,
+             stalled) &&
+         !wait.stop() && has_space();
+}
+
+bool MessageRing::wait_for_data(std::uint64_t read, std::size_t bytes, RingWait& wait) {
+  const auto has_data = [&] {
+    return control_->written.load(std::memory_order_acquire) - read >= bytes;
+  };
+  if (has_data()) return true;
+  return wait_until(
+             *wait.own, [&] { return wait.stop() || has_data(); }, wait.deadline, wait.policy) &&
+         !wait.stop() && has_data();
+}
+
+void MessageRing::copy_in(std::uint64_t at, const std::byte* from, std::size_t bytes) {
+  const std::size_t offset = at & (capacity_ - 1);
+  const std::size_t first = std::min(bytes, capacity_ - offset);
+  std::memcpy(data_ + offset, from, first);
+  if (bytes > first) std::memcpy(data_, from + first, bytes - first);
+}
+
+void MessageRing::copy_out(std::uint64_t at, std::byte* to, std::size_t bytes) const {
+  const std::size_t offset = at & (capacity_ - 1);
+  const std::size_t first = std::min(bytes, capacity_ - offset);
+  std::memcpy(to, data_ + offset, first);
+  if (bytes > first) std::memcpy(to + first, data_, bytes - first);
+}
+
+void MessageRing::publish(std::uint64_t written, RingWait& wait) {
+  control_->written.store(written, std::memory_order_release);
+  wait.other->ring();
+}
+
+void MessageRing::release(std::uint64_t read, RingWait& wait) {
+  control_->read.store(read, std::memory_order_release);
+  wait.other->ring();
+}
+
+bool MessageRing::stream_in(const std::byte* from, std::size_t bytes, RingWait& wait) {
+  std::uint64_t written = control_->written.load(std::memory_order_relaxed);
+  const std::size_t total = padded(bytes);
+  for (std::size_t sent = 0; sent < total;) {
+    if (!wait_for_space(written, 8, wait)) return false;
+    const std::uint64_t free =
+        capacity_ - (written - control_->read.load(std::memory_order_acquire));
+    const std::size_t piece = std::min<std::size_t>(free & ~std::uint64_t{7}, total - sent);
+    const std::size_t real = std::min(piece, bytes > sent ? bytes - sent : 0);
+    if (real > 0) copy_in(written, from + sent, real);
+    written += piece;  // the padding past the payload is never read
+    sent += piece;
+    publish(written, wait);
+  }
+  return true;
+}
+
+bool MessageRing::stream_out(std::byte* to, std::size_t bytes, RingWait& wait) {
+  std::uint64_t read = control_->read.load(std::memory_order_relaxed);
+  const std::size_t total = padded(bytes);
+  for (std::size_t got = 0; got < total;) {
+    if (!wait_for_data(read, 8, wait)) return false;
+    const std::uint64_t available = control_->written.load(std::memory_order_acquire) - read;
+    const std::size_t piece = std::min<std::size_t>(available, total - got);
+    const std::size_t real = std::min(piece, bytes > got ? bytes - got : 0);
+    if (real > 0) copy_out(read, to + got, real);
+    read += piece;
+    got += piece;
+    release(read, wait);
+  }
+  return true;
+}
+
+bool MessageRing::send(Tag tag, std::span<const std::byte> payload, RingWait& wait) {
+  const RingHeader header = make_ring_header(tag, payload.size());
+  const auto* header_bytes = reinterpret_cast<const std::byte*>(&header);
+  const std::uint64_t written = control_->written.load(std::memory_order_relaxed);
+  const std::size_t total = kHeaderBytes + padded(payload.size());
+  if (total <= capacity_ &&
+      capacity_ - (written - control_->read.load(std::memory_order_acquire)) >= total) {
+    // It all fits now: one copy, one publish.
+    copy_in(written, header_bytes, kHeaderBytes);
+    if (!payload.empty()) copy_in(written + kHeaderBytes, payload.data(), payload.size());
+    publish(written + total, wait);
+    return true;
+  }
+  if (!wait_for_space(written, kHeaderBytes, wait)) return false;
+  copy_in(written, header_bytes, kHeaderBytes);
+  publish(written + kHeaderBytes, wait);
+  mid_message_ = true;
+  if (!stream_in(payload.data(), payload.size(), wait)) return false;
+  mid_message_ = false;
+  return true;
+}
+
+bool MessageRing::producer_stalled() const {
+  return control_->stalled.load(std::memory_order_acquire) != 0;
+}
+
+void MessageRing::clear_stalled() { control_->stalled.store(0, std::memory_order_seq_cst); }
+
+bool MessageRing::has_message() const {
+  return control_->written.load(std::memory_order_acquire) -
+             control_->read.load(std::memory_order_relaxed) >=
+         kHeaderBytes;
+}
+
+std::optional<RingHeader> MessageRing::take_header(RingWait& wait, const ErrorSite& site) {
+  const std::uint64_t read = control_->read.load(std::memory_order_relaxed);
+  if (!wait_for_data(read, kHeaderBytes, wait)) return std::nullopt;
+  RingHeader header;
+  copy_out(read, reinterpret_cast<std::byte*>(&header), kHeaderBytes);
+  if (auto problem = ring_header_problem(header)) {
+    mid_message_ = true;
+    throw CollectiveError(ErrorKind::protocol_violation, site,
+                          "the shared-memory channel holds " + *problem,
+                          "is every rank the same rlx build, and does nothing else write to "
+                          "/dev/shm/rlx-*?");
+  }
+  release(read + kHeaderBytes, wait);
+  mid_message_ = true;
+  return header;
+}
+
+bool MessageRing::take_payload(std::span<std::byte> into, RingWait& wait) {
+  if (!stream_out(into.data(), into.size(), wait)) return false;
+  mid_message_ = false;
+  return true;
+}
+
+}  // namespace rlx::shm
