@@ -1,6 +1,7 @@
 #include "collectives/links_transport.h"
 
 #include "collectives/algorithms.h"
+#include "collectives/hierarchical.h"
 
 namespace rlx {
 
@@ -8,31 +9,91 @@ LinksTransport::LinksTransport(const launch_env::LaunchEnv& env, std::string bac
     : Transport(env.rank.value_or(0), env.world_size.value_or(1), std::move(backend), env.timeout),
       tuning_(tuning_for(env)) {}
 
+LinksTransport::~LinksTransport() = default;
+
+void LinksTransport::set_up_same_host(const launch_env::LaunchEnv& env, Mailbox& mailbox,
+                                      FailureLatch& latch, SameHost::Hooks hooks) {
+  hooks.all_gather = [this](std::span<const std::byte> mine, std::span<std::byte> all) {
+    const CollectiveCall call{CollectiveKind::all_gather, ReduceOp::sum, Dtype::u8, mine.size(),
+                              kSetupSequence + setup_sequence_++};
+    rlx::all_gather(links(), call, {mine.data(), mine.size(), Dtype::u8},
+                    {all.data(), all.size(), Dtype::u8});
+  };
+  same_host_ =
+      std::make_unique<SameHost>(env, rank(), world_size(), mailbox, latch, std::move(hooks));
+}
+
+void LinksTransport::tear_down_same_host() { same_host_.reset(); }
+
+std::string LinksTransport::path_to(int peer) const {
+  if (same_host_ && same_host_->shares_memory_with(peer)) return "shared memory";
+  return Transport::path_to(peer);
+}
+
+LinksTransport::Route LinksTransport::route() const {
+  if (!same_host_ || same_host_->unused()) return Route::network;
+  return same_host_->spans_job() ? Route::shared_memory : Route::hierarchical;
+}
+
 CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
                                          std::uint64_t count) {
   check_not_failed();
   return {kind, op, dtype, count, sequence_++};
 }
 
+void LinksTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+  if (same_host_ && same_host_->shares_memory_with(to)) {
+    return same_host_->point_to_point().send(to, tag, payload);
+  }
+  send_over_network(to, tag, payload);
+}
+
+std::vector<std::byte> LinksTransport::do_recv_bytes(int from, Tag tag) {
+  if (same_host_ && same_host_->shares_memory_with(from)) {
+    return same_host_->point_to_point().recv(from, tag);
+  }
+  return recv_over_network(from, tag);
+}
+
 void LinksTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
-  rlx::all_reduce(links(), next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), data,
-                  tuning_);
+  const CollectiveCall call = next_call(CollectiveKind::all_reduce, op, data.dtype, data.count);
+  switch (route()) {
+    case Route::shared_memory:
+      return same_host_->collectives().all_reduce(call, data);
+    case Route::hierarchical:
+      return hierarchical_all_reduce(links(), *same_host_, call, data, tuning_);
+    case Route::network:
+      return rlx::all_reduce(links(), call, data, tuning_);
+  }
 }
 
 void LinksTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
-  rlx::all_gather(links(),
-                  next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count),
-                  input, output);
+  const CollectiveCall call =
+      next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count);
+  if (route() == Route::shared_memory)
+    return same_host_->collectives().all_gather(call, input, output);
+  rlx::all_gather(links(), call, input, output);
 }
 
 void LinksTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  rlx::reduce_scatter(links(),
-                      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
-                      input, output);
+  const CollectiveCall call =
+      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count);
+  if (route() == Route::shared_memory) {
+    return same_host_->collectives().reduce_scatter(call, input, output);
+  }
+  rlx::reduce_scatter(links(), call, input, output);
 }
 
 void LinksTransport::do_barrier() {
-  barrier_dissemination(links(), next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0));
+  const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
+  switch (route()) {
+    case Route::shared_memory:
+      return same_host_->collectives().barrier(call);
+    case Route::hierarchical:
+      return hierarchical_barrier(links(), *same_host_, call);
+    case Route::network:
+      return barrier_dissemination(links(), call);
+  }
 }
 
 }  // namespace rlx

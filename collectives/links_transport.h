@@ -2,17 +2,27 @@
 // what the TCP and verbs transports share. Each collective call takes the
 // next sequence number, so every rank's n-th call carries the same
 // CollectiveCall and a rank that called something else fails with mismatch.
+//
+// Ranks of one host exchange through shared memory (same_host.h) unless
+// RLX_SHM=0: point-to-point to such a peer, and collectives among them; a job
+// spanning hosts runs its all-reduce and barrier hierarchically.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "collectives/links.h"
+#include "collectives/same_host.h"
 #include "collectives/tuning.h"
 #include "transport/transport.h"
 
 namespace rlx {
 
 class LinksTransport : public Transport {
+ public:
+  ~LinksTransport() override;
+  std::string path_to(int peer) const override;
+
  protected:
   // A transport of rank env.rank in a group of env.world_size, whose
   // algorithms are tuned by env's settings (tuning_for).
@@ -22,7 +32,22 @@ class LinksTransport : public Transport {
   virtual Links& links() = 0;
   // Throws the job's first failure, if any, before a collective starts.
   virtual void check_not_failed() = 0;
+  // Point-to-point over the backend's own connections: to peers on other
+  // hosts, or to every peer when they do not share memory.
+  virtual void send_over_network(int to, Tag tag, std::span<const std::byte> payload) = 0;
+  virtual std::vector<std::byte> recv_over_network(int from, Tag tag) = 0;
 
+  // Once links() work: finds which ranks share this host and moves what they
+  // exchange to shared memory (every rank calls it at the same point of its
+  // set-up; RLX_SHM=0 takes part but keeps the network). `hooks.all_gather`
+  // is filled here.
+  void set_up_same_host(const launch_env::LaunchEnv& env, Mailbox& mailbox, FailureLatch& latch,
+                        SameHost::Hooks hooks);
+  // First in the backend's destructor: the path uses its latch and mailbox.
+  void tear_down_same_host();
+
+  void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) final;
+  std::vector<std::byte> do_recv_bytes(int from, Tag tag) final;
   void do_all_reduce(ElementSpan data, ReduceOp op) final;
   void do_all_gather(ConstElementSpan input, ElementSpan output) final;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;
@@ -30,9 +55,15 @@ class LinksTransport : public Transport {
 
  private:
   CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
+  // Which way this job's collectives go: the network only, shared memory
+  // only (every rank on one host), or both (hierarchical).
+  enum class Route { network, shared_memory, hierarchical };
+  Route route() const;
 
   const Tuning tuning_;
   std::uint64_t sequence_ = 0;
+  std::uint64_t setup_sequence_ = 0;  // set-up's own calls, numbered apart
+  std::unique_ptr<SameHost> same_host_;
 };
 
 }  // namespace rlx

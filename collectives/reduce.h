@@ -13,4 +13,8 @@ namespace rlx {
 // (prod, min). The loops are written so the compiler vectorises them.
 void reduce_into(ElementSpan accumulator, ConstElementSpan operand, ReduceOp op);
 
+// out[i] = op(a[i], b[i]): the same arithmetic without a copy first. `out`
+// may be `a` but must not overlap `b` or overlap `a` only in part.
+void reduce_to(ElementSpan out, ConstElementSpan a, ConstElementSpan b, ReduceOp op);
+
 }  // namespace rlx

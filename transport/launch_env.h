@@ -40,6 +40,8 @@ inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
 // How collectives choose their algorithms (collectives/tuning.h).
 inline constexpr const char* kAllReduceAlgorithm = "RLX_ALL_REDUCE_ALGORITHM";  // auto|ring|...
 inline constexpr const char* kCostModel = "RLX_COST_MODEL";  // a file bench/scaling writes
+// 0 turns the same-host shared-memory path off (TCP/verbs to every peer).
+inline constexpr const char* kShm = "RLX_SHM";
 // What rlx prints: debug | info | warn (transport/log.h).
 inline constexpr const char* kLog = "RLX_LOG";
 // The verbs backend's device choice and waiting (backends/verbs/).
@@ -88,6 +90,7 @@ struct LaunchEnv {
   std::string tcp_congestion;  // empty when unset (auto)
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::by_size;
   std::string cost_model_file;  // empty: the constants compiled in
+  bool shm = true;              // RLX_SHM: ranks of one host share memory
   LogLevel log_level = LogLevel::warn;
   VerbsSettings verbs;
   std::optional<int> mpi_rank;

@@ -28,6 +28,11 @@ Transport::Transport(int rank, int world_size, std::string backend,
   }
 }
 
+std::string Transport::path_to(int peer) const {
+  check_peer(peer, "path_to");
+  return peer == rank_ ? "self" : backend_;
+}
+
 ErrorSite Transport::site(std::string_view operation, int peer, std::string sizes) const {
   return {.rank = rank_,
           .world_size = world_size_,

@@ -86,6 +86,9 @@ class Transport {
   std::string_view backend() const { return backend_; }
   // The deadline of every blocking operation.
   std::chrono::milliseconds timeout() const { return timeout_; }
+  // How this rank reaches `peer`: "self", "shared memory" (a rank of the
+  // same host, unless RLX_SHM=0), or the backend's name ("tcp", "verbs", "mpi").
+  virtual std::string path_to(int peer) const;
   // True while a collective runs on this transport (on any thread): what a
   // second, concurrent collective is refused for.
   bool collective_running() const { return collective_running_.load(std::memory_order_acquire); }

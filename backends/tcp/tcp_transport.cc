@@ -83,6 +83,12 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
            " connections each";
   });
   connect_mesh(table, deadline);
+  set_up_same_host(
+      env, mailbox_, latch_,
+      {.site = [this](std::string_view operation, int peer,
+                      std::string sizes) { return site(operation, peer, std::move(sizes)); },
+       .fail = [this](const CollectiveError& e) { fail(e, true); },
+       .describe_silent_peers = [this] { return describe_silent_peers(); }});
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
@@ -136,7 +142,10 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
   }
 }
 
-TcpTransport::~TcpTransport() { close_gracefully(); }
+TcpTransport::~TcpTransport() {
+  tear_down_same_host();
+  close_gracefully();
+}
 
 void TcpTransport::close_gracefully() {
   if (!links_) return;
@@ -227,7 +236,7 @@ std::string TcpTransport::describe_silent_peers() {
          " not answer at all (the process is stopped or hung): the likely cause";
 }
 
-void TcpTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+void TcpTransport::send_over_network(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
   if (to == rank()) {
     if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
@@ -254,7 +263,7 @@ void TcpTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> pay
   }
 }
 
-std::vector<std::byte> TcpTransport::do_recv_bytes(int from, Tag tag) {
+std::vector<std::byte> TcpTransport::recv_over_network(int from, Tag tag) {
   auto message = mailbox_.take(from, tag, Clock::now() + timeout());
   if (message) return std::move(*message);
   throw CollectiveError(ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),

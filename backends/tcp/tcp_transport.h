@@ -34,8 +34,8 @@ class TcpTransport final : public LinksTransport {
   std::uint16_t listen_port() const;
 
  protected:
-  void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
-  std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
+  void send_over_network(int to, Tag tag, std::span<const std::byte> payload) override;
+  std::vector<std::byte> recv_over_network(int from, Tag tag) override;
   Links& links() override { return *links_; }
   void check_not_failed() override { latch_.rethrow_if_tripped(); }
 

@@ -139,6 +139,10 @@ void Engine::fail(const CollectiveError& error, bool tell_peers) {
   }
 }
 
+void Engine::report_failure(const CollectiveError& error) {
+  run_locked([&] { fail(error, true); });
+}
+
 void Engine::fail_and_throw(const CollectiveError& error, bool tell_peers) {
   fail(error, tell_peers);
   latch_.rethrow_if_tripped();

@@ -88,6 +88,9 @@ class Engine {
                 std::span<const StepRecv> recvs);
   // Tells every peer this rank is leaving and waits briefly for theirs.
   void close();
+  // A failure found outside the engine (the same-host path): recorded as the
+  // transport's first, and sent to every peer.
+  void report_failure(const CollectiveError& error);
 
  private:
   struct Peer;

@@ -18,12 +18,14 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
   try {
     set_up(env);
   } catch (...) {
+    tear_down_same_host();
     tear_down();
     throw;
   }
 }
 
 VerbsTransport::~VerbsTransport() {
+  tear_down_same_host();
   if (engine_) engine_->close();
   tear_down();
 }
@@ -99,6 +101,11 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   connect_mesh(table, deadline);
   engine.start(cm_->event_fd(), [&cm] { cm.handle_events(); });
   links_ = std::make_unique<VerbsLinks>(rank(), world_size(), engine);
+  set_up_same_host(
+      env, mailbox_, latch_,
+      {.site = [this](std::string_view operation, int peer,
+                      std::string sizes) { return site(operation, peer, std::move(sizes)); },
+       .fail = [&engine](const CollectiveError& e) { engine.report_failure(e); }});
 }
 
 void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
@@ -119,13 +126,13 @@ void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline d
   latch_.rethrow_if_tripped();
 }
 
-void VerbsTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
+void VerbsTransport::send_over_network(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
   if (to == rank()) return engine_->deliver_to_self(tag, payload);
   engine_->send_message(to, tag, payload);
 }
 
-std::vector<std::byte> VerbsTransport::do_recv_bytes(int from, Tag tag) {
+std::vector<std::byte> VerbsTransport::recv_over_network(int from, Tag tag) {
   return engine_->receive_message(from, tag);
 }
 

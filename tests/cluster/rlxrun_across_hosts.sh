@@ -4,7 +4,7 @@
 # variables and stdin checked), a failing remote rank, and a launcher killed
 # with SIGKILL (its remote ranks must not outlive it).
 # Usage (through cluster.sh): cluster.sh run 3 -- rlxrun_across_hosts.sh BUILD_DIR CASE
-#   CASE: conformance | example | remote_failure | launcher_killed
+#   CASE: conformance | shm_rails | shm_leaders | example | remote_failure | launcher_killed
 set -euo pipefail
 build=$(cd "$1" && pwd)
 case_name=$2
@@ -43,6 +43,33 @@ case $case_name in
     # Every rank on its own host; the output tags show which rank said what.
     run_rlxrun 300 -n 3 "$build/tests/conformance/conformance_test" --gtest_brief=1 | tee out.txt
     grep -q '^\[2\] \[  PASSED  \]' out.txt || fail "rank 2 did not report PASSED"
+    ;;
+  shm_rails | shm_leaders)
+    # Ranks that share a host exchange through shared memory, the others over
+    # TCP: the suite's Paths case checks every pair's path against the hosts'
+    # names, and every collective's results. 2 ranks on each of 3 hosts make
+    # the all-reduce hierarchical by rails (a block per rank across hosts);
+    # 2, 1 and 1 by one leader per host.
+    if [[ $case_name == shm_rails ]]; then
+      write_hostfile 2 2 2
+      ranks=6
+    else
+      write_hostfile 2 1 1
+      ranks=4
+    fi
+    run_rlxrun 300 -n $ranks --env RLX_LOG=debug "$build/tests/conformance/conformance_test" \
+      --gtest_brief=1 >out.txt 2>&1 || { cat out.txt; fail "the suite failed"; }
+    for ((rank = 0; rank < ranks; rank++)); do
+      grep -q "^\[$rank\] \[  PASSED  \]" out.txt || fail "rank $rank did not report PASSED"
+    done
+    grep -q "^\[0\] rlx\[0\] debug: peer 1: shared memory (same host ${namespaces[0]})" out.txt ||
+      fail "ranks 0 and 1 did not share memory"
+    grep -q "^\[0\] rlx\[0\] debug: peer 2: the network (rank 2 is on host ${namespaces[1]})" out.txt ||
+      fail "rank 0 did not reach rank 2 over the network"
+    how="2 ranks per host each reducing a block across hosts"
+    [[ $case_name == shm_leaders ]] && how="one leader per host"
+    grep -q "^\[0\] rlx\[0\] debug: all_reduce .*: hierarchical over 3 hosts, $how" out.txt ||
+      fail "the all-reduce was not hierarchical ($how)"
     ;;
   example)
     # 4 ranks on 3 hosts (the hidden size divides by 4): two share the first

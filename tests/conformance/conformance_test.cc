@@ -3,6 +3,7 @@
 // runs every case in the same order and checks its own results against a
 // reference it computes independently, so any rank's failure fails the job.
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "rlx/rlx.h"
 #include "tests/support/collective_checks.h"
@@ -227,6 +229,42 @@ TEST(SendRecv, ToSelfAndToEveryRank) {
   for (int peer = 0; peer < n(); ++peer) group().send_bytes(peer, 11, pattern(me(), 64, 11));
   for (int peer = 0; peer < n(); ++peer) {
     EXPECT_EQ(group().recv_bytes(peer, 11), pattern(peer, 64, 11));
+  }
+}
+
+// A receive waiting on one tag must not hold up another thread's receive of
+// another tag from the same peer, whichever of the two messages comes first.
+TEST(SendRecv, TwoThreadsWaitOnTwoTagsOfOnePeerAtOnce) {
+  std::thread other(
+      [] { EXPECT_EQ(group().recv_bytes(left(), 21), pattern(left(), std::size_t{1} << 20, 21)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both receives wait
+  group().send_bytes(right(), 21, pattern(me(), std::size_t{1} << 20, 21));
+  group().send_bytes(right(), 20, pattern(me(), 3000, 20));
+  EXPECT_EQ(group().recv_bytes(left(), 20), pattern(left(), 3000, 20));
+  other.join();
+  group().barrier();
+}
+
+// Which path each pair of ranks takes: shared memory exactly between ranks of
+// one host on the backends that have it (unless RLX_SHM=0), the backend's own
+// otherwise. Hosts are told apart by name, as tests/cluster's hosts are.
+TEST(Paths, SharedMemoryExactlyBetweenRanksOfOneHost) {
+  constexpr std::size_t kName = 64;
+  std::vector<std::uint8_t> mine(kName, 0);
+  ::gethostname(reinterpret_cast<char*>(mine.data()), kName - 1);
+  std::vector<std::uint8_t> names(kName * static_cast<std::size_t>(n()));
+  group().all_gather(std::span<const std::uint8_t>(mine), std::span(names));
+  const char* setting = std::getenv("RLX_SHM");
+  const bool shm_on = setting == nullptr || std::string(setting) != "0";
+  const std::string backend(group().backend());
+  const bool has_shm = backend == "tcp" || backend == "verbs";
+  for (int peer = 0; peer < n(); ++peer) {
+    const bool same_host =
+        std::memcmp(&names[kName * static_cast<std::size_t>(peer)], mine.data(), kName) == 0;
+    const std::string expected = peer == me()                     ? "self"
+                                 : has_shm && shm_on && same_host ? "shared memory"
+                                                                  : backend;
+    EXPECT_EQ(group().path_to(peer), expected) << "to rank " << peer;
   }
 }
 

@@ -1,0 +1,80 @@
+#include "collectives/hierarchical.h"
+
+#include <algorithm>
+
+#include "collectives/algorithms.h"
+#include "collectives/subgroup_links.h"
+#include "transport/log.h"
+
+namespace rlx {
+namespace {
+
+// The rank at `index` of every host's group, in group order.
+std::vector<int> ranks_at(const SameHost& host, std::size_t index) {
+  std::vector<int> ranks;
+  for (const auto& group : host.groups()) ranks.push_back(group.at(index));
+  return ranks;
+}
+
+bool every_host_has(const SameHost& host, std::size_t ranks) {
+  return std::all_of(host.groups().begin(), host.groups().end(),
+                     [&](const auto& group) { return group.size() == ranks; });
+}
+
+void all_reduce_by_rails(Links& links, SameHost& host, const CollectiveCall& call, ElementSpan data,
+                         const Tuning& tuning) {
+  ShmCollectives& local = host.collectives();
+  local.reduce_scatter_blocks(call, data);
+  const BlockSplit split{data.count, local.local_size()};
+  const int index = local.local_rank();
+  SubgroupLinks rail(links, ranks_at(host, static_cast<std::size_t>(index)));
+  CollectiveCall rail_call = call;
+  rail_call.count = split.length(index);
+  auto* block = static_cast<std::byte*>(data.data) + split.begin(index) * size_of(data.dtype);
+  all_reduce(rail, rail_call, {block, rail_call.count, data.dtype}, tuning);
+  local.all_gather_blocks(call, data);
+}
+
+void all_reduce_by_leaders(Links& links, SameHost& host, const CollectiveCall& call,
+                           ElementSpan data, const Tuning& tuning) {
+  const std::vector<int>& group = host.group_of(links.rank());
+  if (group.size() > 1) host.collectives().all_reduce(call, data);
+  if (group.front() == links.rank()) {
+    SubgroupLinks leaders(links, ranks_at(host, 0));
+    all_reduce(leaders, call, data, tuning);
+  }
+  if (group.size() > 1) {
+    CollectiveCall share = call;
+    share.kind = CollectiveKind::broadcast;
+    share.root = group.front();
+    host.collectives().broadcast(share, data, 0);
+  }
+}
+
+}  // namespace
+
+void hierarchical_all_reduce(Links& links, SameHost& host, const CollectiveCall& call,
+                             ElementSpan data, const Tuning& tuning) {
+  const std::size_t per_host = host.group_of(links.rank()).size();
+  const bool rails = per_host > 1 && every_host_has(host, per_host);
+  log_lazily(LogLevel::debug, [&] {
+    return call.describe() + ": hierarchical over " + std::to_string(host.groups().size()) +
+           " hosts, " +
+           (rails ? std::to_string(per_host) + " ranks per host each reducing a block across hosts"
+                  : std::string("one leader per host (hosts differ in ranks)"));
+  });
+  if (rails) return all_reduce_by_rails(links, host, call, data, tuning);
+  all_reduce_by_leaders(links, host, call, data, tuning);
+}
+
+void hierarchical_barrier(Links& links, SameHost& host, const CollectiveCall& call) {
+  const std::vector<int>& group = host.group_of(links.rank());
+  if (group.size() > 1) host.collectives().barrier(call);
+  if (group.front() == links.rank()) {
+    SubgroupLinks leaders(links, ranks_at(host, 0));
+    barrier_dissemination(leaders, call);
+  }
+  if (group.size() > 1) host.collectives().barrier(call);
+}
+
+}  // namespace rlx

@@ -1,0 +1,24 @@
+// Collectives of a job that spans hosts with several ranks on some: inside
+// each host through shared memory, across hosts over the network between
+// one or more ranks per host.
+//
+// all_reduce, when every host has the same number L of ranks: a
+// reduce-scatter inside each host, then L concurrent all-reduces across
+// hosts, one per block, among the ranks with the same index on every host
+// (each host's network traffic is spread over its L ranks), then an
+// all-gather inside each host. Otherwise one leader per host: an all-reduce
+// inside the host, among the leaders, then a broadcast inside the host.
+#pragma once
+
+#include "collectives/links.h"
+#include "collectives/same_host.h"
+#include "collectives/tuning.h"
+
+namespace rlx {
+
+void hierarchical_all_reduce(Links& links, SameHost& host, const CollectiveCall& call,
+                             ElementSpan data, const Tuning& tuning);
+// Inside each host, among one leader per host, inside each host again.
+void hierarchical_barrier(Links& links, SameHost& host, const CollectiveCall& call);
+
+}  // namespace rlx

@@ -1,0 +1,213 @@
+#include "collectives/same_host.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "transport/log.h"
+#include "transport/shm/host_identity.h"
+
+namespace rlx {
+
+// What every rank tells the others at set-up (64 bytes).
+struct SameHost::HostRecord {
+  std::uint64_t key = 0;
+  std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
+  char name[55] = {};
+};
+
+struct SameHost::Local {
+  Local(shm::Node built, const launch_env::LaunchEnv& env, Mailbox& mailbox,
+        const FailureLatch& latch, const Hooks& hooks, shm::SpinPolicy policy)
+      : node(std::move(built)),
+        collectives(node, latch, env.timeout, policy,
+                    {hooks.site, hooks.fail, hooks.describe_silent_peers}),
+        point_to_point(node, mailbox, latch, env.timeout, policy, {hooks.site, hooks.fail}) {}
+
+  shm::Node node;
+  ShmCollectives collectives;
+  shm::PointToPoint point_to_point;
+};
+
+namespace {
+
+std::string list_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (const int r : ranks) text += (text.empty() ? "" : ",") + std::to_string(r);
+  return text;
+}
+
+// Ranks that share cores poll by yielding; a rank with a core polls longer.
+shm::SpinPolicy spin_policy(int ranks_here) {
+  if (launch_env::ranks_share_cores(ranks_here))
+    return {.spin = std::chrono::microseconds(20), .yield = true};
+  return {.spin = std::chrono::microseconds(100), .yield = false};
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> SameHost::candidate_groups(
+    const std::vector<HostRecord>& records) const {
+  std::map<std::uint64_t, std::vector<int>> by_host;
+  std::vector<std::vector<int>> groups;
+  for (int r = 0; r < world_size_; ++r) {
+    const HostRecord& record = records[static_cast<std::size_t>(r)];
+    if (record.allowed) {
+      by_host[record.key].push_back(r);
+    } else {
+      groups.push_back({r});
+    }
+  }
+  for (auto& [key, ranks] : by_host) groups.push_back(std::move(ranks));
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
+void SameHost::agree(bool ok, std::vector<std::vector<int>>& groups, const char* step) {
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(world_size_));
+  const std::uint8_t mine = ok ? 1 : 0;
+  hooks_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  std::vector<std::vector<int>> kept;
+  for (auto& group : groups) {
+    std::vector<int> failed;
+    for (const int r : group) {
+      if (!all[static_cast<std::size_t>(r)]) failed.push_back(r);
+    }
+    if (failed.empty() || group.size() == 1) {
+      kept.push_back(std::move(group));
+      continue;
+    }
+    if (std::find(group.begin(), group.end(), rank_) != group.end()) {
+      log_lazily(LogLevel::warn, [&] {
+        return std::string("shared memory with ranks ") + list_ranks(group) + " is off: rank(s) " +
+               list_ranks(failed) + " could not " + step +
+               " their segments (see their warnings); using the network instead";
+      });
+    }
+    for (const int r : group) kept.push_back({r});
+  }
+  std::sort(kept.begin(), kept.end());
+  groups = std::move(kept);
+}
+
+void SameHost::build_group_index() {
+  group_index_.assign(static_cast<std::size_t>(world_size_), -1);
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    for (const int r : groups_[g]) group_index_[static_cast<std::size_t>(r)] = static_cast<int>(g);
+  }
+}
+
+SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, Mailbox& mailbox,
+                   FailureLatch& latch, Hooks hooks)
+    : rank_(rank), world_size_(world_size), hooks_(std::move(hooks)) {
+  const std::string directory = shm::kDefaultDirectory;
+  const shm::HostIdentity host = shm::this_host(directory);
+  static_assert(sizeof(HostRecord) == 64);
+  HostRecord mine;
+  mine.key = host.key;
+  mine.allowed = env.shm && !env.job_token.empty();
+  std::strncpy(mine.name, host.name.c_str(), sizeof mine.name - 1);
+  std::vector<HostRecord> records(static_cast<std::size_t>(world_size));
+  hooks_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(records)));
+  if (!env.shm)
+    log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
+
+  std::vector<std::vector<int>> groups = candidate_groups(records);
+  const auto my_group = [&]() -> const std::vector<int>& {
+    for (const auto& group : groups) {
+      if (std::find(group.begin(), group.end(), rank) != group.end()) return group;
+    }
+    return groups.front();  // unreachable: every rank is in a group
+  };
+  const ErrorSite site = hooks_.site("set up shared memory", -1, {});
+  shm::NodeShape shape{.local_size = static_cast<int>(my_group().size())};
+  std::optional<shm::SharedSegment> own;
+  if (shape.local_size > 1) {
+    try {
+      own = shm::Node::create_own(directory, shm::SharedSegment::name_for(env.job_token, rank),
+                                  shape, site);
+    } catch (const CollectiveError& e) {
+      log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });
+    }
+  }
+  agree(shape.local_size == 1 || own.has_value(), groups, "create");
+
+  std::vector<shm::SharedSegment> segments;
+  const std::vector<int> members = my_group();
+  if (members.size() > 1) {
+    const Deadline deadline = Clock::now() + env.connect_timeout;
+    try {
+      for (const int r : members) {
+        segments.push_back(r == rank
+                               ? std::move(*own)
+                               : shm::SharedSegment::open(
+                                     directory, shm::SharedSegment::name_for(env.job_token, r),
+                                     shape.segment_bytes(), deadline, site));
+      }
+    } catch (const CollectiveError& e) {
+      log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });
+      segments.clear();
+    }
+  }
+  agree(members.size() <= 1 || !segments.empty(), groups, "map");
+  groups_ = std::move(groups);
+  build_group_index();
+
+  const std::vector<int>& final_group = group_of(rank);
+  if (final_group.size() > 1) {
+    const int local_rank = static_cast<int>(
+        std::find(final_group.begin(), final_group.end(), rank) - final_group.begin());
+    local_ = std::make_unique<Local>(shm::Node(shape, local_rank, final_group, std::move(segments)),
+                                     env, mailbox, latch, hooks_, spin_policy(env.ranks_here()));
+    local_->node.unlink_own();
+    shm::Doorbell* bell = &local_->node.control(local_rank).bell;
+    latch.set_waker([bell] { bell->wake(); });
+    latch_ = &latch;
+    log_lazily(LogLevel::info, [&] {
+      return "shared memory with ranks " + list_ranks(final_group) + " on host " + host.name +
+             " (" + format_bytes(shape.segment_bytes()) + " per rank)";
+    });
+  }
+  log_paths(records);
+}
+
+void SameHost::log_paths(const std::vector<HostRecord>& records) const {
+  if (!log_enabled(LogLevel::debug)) return;
+  const HostRecord& mine = records[static_cast<std::size_t>(rank_)];
+  for (int peer = 0; peer < world_size_; ++peer) {
+    if (peer == rank_) continue;
+    const HostRecord& theirs = records[static_cast<std::size_t>(peer)];
+    const std::string host(theirs.name);
+    std::string why;
+    if (shares_memory_with(peer)) {
+      why = "shared memory (same host " + host + ")";
+    } else if (theirs.key != mine.key) {
+      why = "the network (rank " + std::to_string(peer) + " is on host " + host + ")";
+    } else if (!mine.allowed || !theirs.allowed) {
+      why = "the network (same host, but RLX_SHM=0 or no job token on one of the two)";
+    } else {
+      why = "the network (same host, but shared memory could not be set up: see the warnings)";
+    }
+    log(LogLevel::debug, "peer " + std::to_string(peer) + ": " + why);
+  }
+}
+
+SameHost::~SameHost() {
+  if (latch_ != nullptr) latch_->set_waker({});
+}
+
+const std::vector<int>& SameHost::group_of(int rank) const {
+  return groups_[static_cast<std::size_t>(group_index_[static_cast<std::size_t>(rank)])];
+}
+
+bool SameHost::shares_memory_with(int rank) const {
+  return rank != rank_ && group_index_[static_cast<std::size_t>(rank)] ==
+                              group_index_[static_cast<std::size_t>(rank_)];
+}
+
+ShmCollectives& SameHost::collectives() { return local_->collectives; }
+
+shm::PointToPoint& SameHost::point_to_point() { return local_->point_to_point; }
+
+}  // namespace rlx

@@ -1,0 +1,67 @@
+// All-gather among the ranks of one host: through the call lines when a
+// block fits inline, else pipelined: each rank stages its block chunk by
+// chunk and every rank copies the others' out.
+#include <cstring>
+
+#include "collectives/shm_collectives.h"
+
+namespace rlx {
+
+void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byte* my_block,
+                                      std::byte* out_base, BlockSplit split) {
+  const int me = local_rank();
+  const std::size_t element = size_of(call.dtype);
+  const std::size_t piece = node_.shape().slot_bytes / element;
+  const std::size_t chunks = (split.length(0) + piece - 1) / piece;
+  for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::uint64_t ticket = take_ticket(call);
+    const Piece own = piece_of(split, me, chunk, piece);
+    const std::byte* from = my_block + (own.begin - split.begin(me)) * element;
+    if (own.length > 0) std::memcpy(node_.staging(me, ticket), from, own.length * element);
+    publish(Phase::staged, ticket);
+    std::byte* to = out_base + own.begin * element;
+    if (own.length > 0 && to != from) std::memmove(to, from, own.length * element);
+    for (int j = 0; j < local_size(); ++j) {
+      if (j == me) continue;
+      wait_for(j, Phase::staged, ticket, call);
+      const Piece p = piece_of(split, j, chunk, piece);
+      if (p.length > 0) {
+        std::memcpy(out_base + p.begin * element, node_.staging(j, ticket), p.length * element);
+      }
+    }
+    publish(Phase::done, ticket);
+  }
+}
+
+void ShmCollectives::all_gather(const CollectiveCall& call, ConstElementSpan input,
+                                ElementSpan output) {
+  const auto* in = static_cast<const std::byte*>(input.data);
+  auto* out = static_cast<std::byte*>(output.data);
+  const std::size_t block = input.bytes();
+  log_choice(call, block, fits_inline(block));
+  if (fits_inline(block)) {
+    const std::uint64_t number = open_call(call, {in, block});
+    if (block == 0) return;
+    for (int j = 0; j < local_size(); ++j) {
+      std::byte* to = out + static_cast<std::size_t>(j) * block;
+      if (j == local_rank()) {
+        if (to != in) std::memmove(to, in, block);
+      } else {
+        std::memcpy(to, node_.call_payload(j, number), block);
+      }
+    }
+    return;
+  }
+  open_call(call, {});
+  gather_pipelined(call, in, out, BlockSplit{output.count, local_size()});
+}
+
+void ShmCollectives::all_gather_blocks(const CollectiveCall& call, ElementSpan data) {
+  const BlockSplit split{data.count, local_size()};
+  auto* bytes = static_cast<std::byte*>(data.data);
+  log_choice(call, data.bytes(), false);
+  open_call(call, {});
+  gather_pipelined(call, bytes + split.begin(local_rank()) * size_of(data.dtype), bytes, split);
+}
+
+}  // namespace rlx
