@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "collectives/shm_collectives.h"
+#include "transport/shm/stream_copy.h"
 
 namespace rlx {
 
@@ -13,6 +14,11 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
   const std::size_t element = size_of(call.dtype);
   const std::size_t piece = node_.shape().slot_bytes / element;
   const std::size_t chunks = (split.length(0) + piece - 1) / piece;
+  // The output's last write: past the caches, without reading the lines first.
+  const bool streaming = shm::worth_streaming(split.count * element);
+  const auto write_out = [streaming](std::byte* to, const std::byte* from, std::size_t bytes) {
+    streaming ? shm::stream_copy(to, from, bytes) : void(std::memcpy(to, from, bytes));
+  };
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
     const std::uint64_t ticket = take_ticket(call);
     const Piece own = piece_of(split, me, chunk, piece);
@@ -20,13 +26,14 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
     if (own.length > 0) std::memcpy(node_.staging(me, ticket), from, own.length * element);
     publish(Phase::staged, ticket);
     std::byte* to = out_base + own.begin * element;
-    if (own.length > 0 && to != from) std::memmove(to, from, own.length * element);
+    if (own.length > 0 && to != from)
+      write_out(to, node_.staging(me, ticket), own.length * element);
     for (int j = 0; j < local_size(); ++j) {
       if (j == me) continue;
       wait_for(j, Phase::staged, ticket, call);
       const Piece p = piece_of(split, j, chunk, piece);
       if (p.length > 0) {
-        std::memcpy(out_base + p.begin * element, node_.staging(j, ticket), p.length * element);
+        write_out(out_base + p.begin * element, node_.staging(j, ticket), p.length * element);
       }
     }
     publish(Phase::done, ticket);

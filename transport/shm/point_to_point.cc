@@ -8,8 +8,9 @@ namespace rlx::shm {
 
 struct PointToPoint::Inbound {
   explicit Inbound(MessageRing r) : ring(r) {}
-  std::timed_mutex consumer;
+  std::mutex consumer;
   std::atomic<int> receiving{0};  // callers in recv(): the drainer keeps off
+  std::atomic<int> parked{0};     // messages from this peer waiting in the mailbox
   MessageRing ring;
 };
 
@@ -58,12 +59,12 @@ PointToPoint::~PointToPoint() {
   drainer_.join();
 }
 
-RingWait PointToPoint::wait_for(int local, Deadline deadline) const {
+RingWait PointToPoint::wait_for(int local) const {
   Doorbell& peer_drain = node_.control(local).drain_bell;
   return {.own = &node_.control(node_.local_rank()).bell,
           .other = &node_.control(local).bell,
           .policy = policy_,
-          .deadline = deadline,
+          .timeout = timeout_,
           .stop = [this] { return latch_.tripped(); },
           .before_sleep = [&peer_drain] { peer_drain.wake(); }};
 }
@@ -79,7 +80,7 @@ void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
   Outbound& out = *outbound_[static_cast<std::size_t>(local)];
   std::lock_guard lock(out.producer);
   latch_.rethrow_if_tripped();
-  RingWait wait = wait_for(local, Clock::now() + timeout_);
+  RingWait wait = wait_for(local);
   if (out.ring.send(tag, payload, wait)) return;
   latch_.rethrow_if_tripped(hooks_.site("send_bytes", to, describe_message(tag, payload.size())));
   fail_hard(CollectiveError(
@@ -111,10 +112,24 @@ std::vector<std::byte> PointToPoint::take_payload(int local, Inbound& in, const 
       "is rank " + std::to_string(from) + " alive?"));
 }
 
+std::optional<std::vector<std::byte>> PointToPoint::take_parked(Inbound& in, int from, Tag tag,
+                                                                Deadline until) {
+  if (in.parked.load(std::memory_order_acquire) == 0 && until == Deadline{}) return std::nullopt;
+  auto message =
+      until == Deadline{} ? mailbox_.try_take(from, tag) : mailbox_.take(from, tag, until);
+  if (message) in.parked.fetch_sub(1, std::memory_order_acq_rel);
+  return message;
+}
+
+void PointToPoint::park(Inbound& in, int from, const RingHeader& header,
+                        std::vector<std::byte> message) {
+  in.parked.fetch_add(1, std::memory_order_acq_rel);
+  (void)mailbox_.deliver(from, header.tag, std::move(message), /*awaited=*/true);  // cap checked
+}
+
 std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
   const int local = node_.local_of(from);
   Inbound& in = *inbound_[static_cast<std::size_t>(local)];
-  const Deadline deadline = Clock::now() + timeout_;
   in.receiving.fetch_add(1, std::memory_order_seq_cst);
   struct Done {
     Inbound& in;
@@ -124,25 +139,31 @@ std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
       if (in.ring.producer_stalled()) drain.wake();  // the drainer kept off for us
     }
   } done{in, node_.control(node_.local_rank()).drain_bell};
-  const auto site = [&] { return hooks_.site("recv_bytes", from, "tag " + std::to_string(tag)); };
+  RingWait wait = wait_for(local);
+  wait.site = [this, from, tag] {
+    return hooks_.site("recv_bytes", from, "tag " + std::to_string(tag));
+  };
   const auto timed_out = [&] {
-    latch_.rethrow_if_tripped(site());
-    return CollectiveError(ErrorKind::timeout, site(),
+    latch_.rethrow_if_tripped(wait.site());
+    return CollectiveError(ErrorKind::timeout, wait.site(),
                            "no message arrived within " + std::to_string(timeout_.count()) + " ms",
                            "does rank " + std::to_string(from) + " send with this tag?");
   };
   // Another thread reading this ring (a receive of another tag, or the
   // drainer) parks what is not its own in the mailbox: wait there meanwhile.
-  std::unique_lock lock(in.consumer, std::defer_lock);
-  while (!lock.try_lock()) {
-    const auto slice = std::min(deadline, Clock::now() + std::chrono::milliseconds(1));
-    if (auto message = mailbox_.take(from, tag, slice)) return std::move(*message);
-    if (Clock::now() >= deadline) throw timed_out();
+  std::unique_lock lock(in.consumer, std::try_to_lock);
+  while (!lock.owns_lock()) {
+    const auto slice = std::min(wait.until(), Clock::now() + std::chrono::milliseconds(1));
+    if (auto message = take_parked(in, from, tag, slice)) return std::move(*message);
+    if (Clock::now() >= wait.until()) throw timed_out();
+    lock.try_lock();
   }
-  if (auto message = mailbox_.try_take(from, tag)) return std::move(*message);
-  RingWait wait = wait_for(local, deadline);
+  if (auto message = take_parked(in, from, tag)) return std::move(*message);
+  // A reader that failed mid-message (the drainer) broke the channel; the
+  // failure it recorded is the answer.
+  latch_.rethrow_if_tripped(wait.site());
   for (;;) {
-    const auto header = in.ring.take_header(wait, site());
+    const auto header = in.ring.take_header(wait);
     if (!header) throw timed_out();
     if (header->tag == tag) return take_payload(local, in, *header, wait, "recv_bytes");
     if (!fits_under_cap(from, *header)) {
@@ -151,8 +172,7 @@ std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
           hooks_.site("recv_bytes", from, describe_message(header->tag, header->length)),
           over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
     }
-    auto other = take_payload(local, in, *header, wait, "recv_bytes");
-    (void)mailbox_.deliver(from, header->tag, std::move(other), /*awaited=*/true);  // checked above
+    park(in, from, *header, take_payload(local, in, *header, wait, "recv_bytes"));
   }
 }
 
@@ -164,9 +184,10 @@ bool PointToPoint::fits_under_cap(int from, const RingHeader& header) const {
 void PointToPoint::drain(int local, Inbound& in) {
   const int from = node_.world_rank(local);
   in.ring.clear_stalled();
-  RingWait wait = wait_for(local, Clock::now() + timeout_);
+  RingWait wait = wait_for(local);
+  wait.site = [this, from] { return hooks_.site("receive", from, {}); };
   while (!stopping_.load(std::memory_order_relaxed) && in.ring.has_message() && !latch_.tripped()) {
-    const auto header = in.ring.take_header(wait, hooks_.site("receive", from, {}));
+    const auto header = in.ring.take_header(wait);
     if (!header) return;
     if (!fits_under_cap(from, *header)) {
       fail_hard(CollectiveError(
@@ -174,9 +195,7 @@ void PointToPoint::drain(int local, Inbound& in) {
           hooks_.site("receive", from, describe_message(header->tag, header->length)),
           over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
     }
-    auto message = take_payload(local, in, *header, wait, "receive");
-    (void)mailbox_.deliver(from, header->tag, std::move(message),
-                           /*awaited=*/true);  // checked above
+    park(in, from, *header, take_payload(local, in, *header, wait, "receive"));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -48,7 +49,13 @@ class PointToPoint {
   struct Inbound;
   struct Outbound;
 
-  RingWait wait_for(int local, Deadline deadline) const;
+  RingWait wait_for(int local) const;
+  // A message from `from` with `tag` that a reader of its ring parked in the
+  // mailbox: taken at once (`until` unset, and only when one was parked), or
+  // waited for until `until`.
+  std::optional<std::vector<std::byte>> take_parked(Inbound& in, int from, Tag tag,
+                                                    Deadline until = {});
+  void park(Inbound& in, int from, const RingHeader& header, std::vector<std::byte> message);
   // Moves every whole message now in `from`'s ring to the mailbox; stops at
   // one that does not fit under the cap (which fails the transport).
   void drain(int local, Inbound& in);

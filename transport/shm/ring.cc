@@ -51,6 +51,13 @@ std::optional<std::string> ring_header_problem(const RingHeader& header) {
 
 std::size_t MessageRing::footprint(std::size_t capacity) { return kControlBytes + capacity; }
 
+MessageRing::MessageRing(Control* control, std::byte* data, std::size_t capacity)
+    : control_(control),
+      data_(data),
+      capacity_(capacity),
+      cached_read_(control->read.load(std::memory_order_acquire)),
+      read_(cached_read_) {}
+
 MessageRing MessageRing::create(std::byte* memory, std::size_t capacity) {
   static_assert(sizeof(Control) <= kControlBytes);
   if (capacity < 64 || !std::has_single_bit(capacity)) {
@@ -68,28 +75,35 @@ MessageRing MessageRing::attach(std::byte* memory, std::size_t capacity) {
   return MessageRing(control, memory + kControlBytes, capacity);
 }
 
+std::uint64_t MessageRing::free_space(std::uint64_t written, std::size_t wanted) {
+  std::uint64_t free = capacity_ - (written - cached_read_);
+  if (free < wanted) {
+    cached_read_ = control_->read.load(std::memory_order_acquire);
+    free = capacity_ - (written - cached_read_);
+  }
+  return free;
+}
+
 bool MessageRing::wait_for_space(std::uint64_t written, std::size_t bytes, RingWait& wait) {
-  const auto has_space = [&] {
-    return capacity_ - (written - control_->read.load(std::memory_order_acquire)) >= bytes;
-  };
+  const auto has_space = [&] { return free_space(written, bytes) >= bytes; };
   if (has_space()) return true;
   const auto stalled = [&] {
     control_->stalled.store(1, std::memory_order_seq_cst);
     wait.before_sleep();
   };
   return wait_until(
-             *wait.own, [&] { return wait.stop() || has_space(); }, wait.deadline, wait.policy,
+             *wait.own, [&] { return wait.stop() || has_space(); }, wait.until(), wait.policy,
              stalled) &&
          !wait.stop() && has_space();
 }
 
-bool MessageRing::wait_for_data(std::uint64_t read, std::size_t bytes, RingWait& wait) {
+bool MessageRing::wait_for_data(std::size_t bytes, RingWait& wait) {
   const auto has_data = [&] {
-    return control_->written.load(std::memory_order_acquire) - read >= bytes;
+    return control_->written.load(std::memory_order_acquire) - read_ >= bytes;
   };
   if (has_data()) return true;
   return wait_until(
-             *wait.own, [&] { return wait.stop() || has_data(); }, wait.deadline, wait.policy) &&
+             *wait.own, [&] { return wait.stop() || has_data(); }, wait.until(), wait.policy) &&
          !wait.stop() && has_data();
 }
 
@@ -112,8 +126,8 @@ void MessageRing::publish(std::uint64_t written, RingWait& wait) {
   wait.other->ring();
 }
 
-void MessageRing::release(std::uint64_t read, RingWait& wait) {
-  control_->read.store(read, std::memory_order_release);
+void MessageRing::release(RingWait& wait) {
+  control_->read.store(read_, std::memory_order_release);
   wait.other->ring();
 }
 
@@ -122,8 +136,7 @@ bool MessageRing::stream_in(const std::byte* from, std::size_t bytes, RingWait& 
   const std::size_t total = padded(bytes);
   for (std::size_t sent = 0; sent < total;) {
     if (!wait_for_space(written, 8, wait)) return false;
-    const std::uint64_t free =
-        capacity_ - (written - control_->read.load(std::memory_order_acquire));
+    const std::uint64_t free = free_space(written, total - sent);
     const std::size_t piece = std::min<std::size_t>(free & ~std::uint64_t{7}, total - sent);
     const std::size_t real = std::min(piece, bytes > sent ? bytes - sent : 0);
     if (real > 0) copy_in(written, from + sent, real);
@@ -135,17 +148,16 @@ bool MessageRing::stream_in(const std::byte* from, std::size_t bytes, RingWait& 
 }
 
 bool MessageRing::stream_out(std::byte* to, std::size_t bytes, RingWait& wait) {
-  std::uint64_t read = control_->read.load(std::memory_order_relaxed);
   const std::size_t total = padded(bytes);
   for (std::size_t got = 0; got < total;) {
-    if (!wait_for_data(read, 8, wait)) return false;
-    const std::uint64_t available = control_->written.load(std::memory_order_acquire) - read;
+    if (!wait_for_data(8, wait)) return false;
+    const std::uint64_t available = control_->written.load(std::memory_order_acquire) - read_;
     const std::size_t piece = std::min<std::size_t>(available, total - got);
     const std::size_t real = std::min(piece, bytes > got ? bytes - got : 0);
-    if (real > 0) copy_out(read, to + got, real);
-    read += piece;
+    if (real > 0) copy_out(read_, to + got, real);
+    read_ += piece;
     got += piece;
-    release(read, wait);
+    release(wait);
   }
   return true;
 }
@@ -155,8 +167,7 @@ bool MessageRing::send(Tag tag, std::span<const std::byte> payload, RingWait& wa
   const auto* header_bytes = reinterpret_cast<const std::byte*>(&header);
   const std::uint64_t written = control_->written.load(std::memory_order_relaxed);
   const std::size_t total = kHeaderBytes + padded(payload.size());
-  if (total <= capacity_ &&
-      capacity_ - (written - control_->read.load(std::memory_order_acquire)) >= total) {
+  if (total <= capacity_ && free_space(written, total) >= total) {
     // It all fits now: one copy, one publish.
     copy_in(written, header_bytes, kHeaderBytes);
     if (!payload.empty()) copy_in(written + kHeaderBytes, payload.data(), payload.size());
@@ -179,30 +190,30 @@ bool MessageRing::producer_stalled() const {
 void MessageRing::clear_stalled() { control_->stalled.store(0, std::memory_order_seq_cst); }
 
 bool MessageRing::has_message() const {
-  return control_->written.load(std::memory_order_acquire) -
-             control_->read.load(std::memory_order_relaxed) >=
-         kHeaderBytes;
+  return control_->written.load(std::memory_order_acquire) - read_ >= kHeaderBytes;
 }
 
-std::optional<RingHeader> MessageRing::take_header(RingWait& wait, const ErrorSite& site) {
-  const std::uint64_t read = control_->read.load(std::memory_order_relaxed);
-  if (!wait_for_data(read, kHeaderBytes, wait)) return std::nullopt;
+std::optional<RingHeader> MessageRing::take_header(RingWait& wait) {
+  if (!wait_for_data(kHeaderBytes, wait)) return std::nullopt;
   RingHeader header;
-  copy_out(read, reinterpret_cast<std::byte*>(&header), kHeaderBytes);
+  copy_out(read_, reinterpret_cast<std::byte*>(&header), kHeaderBytes);
+  mid_message_ = true;
   if (auto problem = ring_header_problem(header)) {
-    mid_message_ = true;
-    throw CollectiveError(ErrorKind::protocol_violation, site,
+    throw CollectiveError(ErrorKind::protocol_violation, wait.site(),
                           "the shared-memory channel holds " + *problem,
                           "is every rank the same rlx build, and does nothing else write to "
                           "/dev/shm/rlx-*?");
   }
-  release(read + kHeaderBytes, wait);
-  mid_message_ = true;
+  read_ += kHeaderBytes;  // freed with the payload: one release per small message
   return header;
 }
 
 bool MessageRing::take_payload(std::span<std::byte> into, RingWait& wait) {
-  if (!stream_out(into.data(), into.size(), wait)) return false;
+  if (into.empty()) {
+    release(wait);
+  } else if (!stream_out(into.data(), into.size(), wait)) {
+    return false;
+  }
   mid_message_ = false;
   return true;
 }

@@ -32,12 +32,22 @@ struct RingWait {
   Doorbell* own = nullptr;    // this side's rank sleeps here
   Doorbell* other = nullptr;  // rung after this side made room or data
   SpinPolicy policy;
-  Deadline deadline;
+  // Until when to wait: `deadline` when set, else `timeout` from the first
+  // wait on (a call that never waits never reads the clock).
+  Deadline deadline{};
+  std::chrono::milliseconds timeout{0};
   // Polled while waiting: true stops the wait (the transport failed).
   std::function<bool()> stop = [] { return false; };
   // Producer only: called before the producer sleeps for want of space (the
   // receiver is not reading: its transport can drain the ring for it).
   std::function<void()> before_sleep = [] {};
+  // Consumer only: where a corrupt header is reported (built only then).
+  std::function<ErrorSite()> site = [] { return ErrorSite{}; };
+
+  Deadline until() {
+    if (deadline == Deadline{}) deadline = Clock::now() + timeout;
+    return deadline;
+  }
 };
 
 // The header in front of every message, as it lies in shared memory.
@@ -77,10 +87,11 @@ class MessageRing {
   // Consumer. True when a message's header can be read now.
   bool has_message() const;
   // Waits for and takes the next header. nullopt when the wait ended first;
-  // throws CollectiveError (protocol_violation) when the header is corrupt.
-  std::optional<RingHeader> take_header(RingWait& wait, const ErrorSite& site);
-  // Copies the payload of the header just taken into `into` (its length);
-  // false when the wait ended first.
+  // throws CollectiveError (protocol_violation, at wait.site()) when the
+  // header is corrupt.
+  std::optional<RingHeader> take_header(RingWait& wait);
+  // Copies the payload of the header just taken into `into` (its length) and
+  // frees both; false when the wait ended first.
   bool take_payload(std::span<std::byte> into, RingWait& wait);
   // Consumer: clears producer_stalled() (it is about to drain).
   void clear_stalled();
@@ -90,17 +101,19 @@ class MessageRing {
 
  private:
   struct Control;
-  MessageRing(Control* control, std::byte* data, std::size_t capacity)
-      : control_(control), data_(data), capacity_(capacity) {}
+  MessageRing(Control* control, std::byte* data, std::size_t capacity);
 
   // Producer: waits until `bytes` are free past `written`; consumer: until
-  // `bytes` are readable past `read`.
+  // `bytes` are readable past read_.
   bool wait_for_space(std::uint64_t written, std::size_t bytes, RingWait& wait);
-  bool wait_for_data(std::uint64_t read, std::size_t bytes, RingWait& wait);
+  bool wait_for_data(std::size_t bytes, RingWait& wait);
+  // Producer: free bytes past `written`, from the consumer's position as last
+  // read (read again only when that is not enough: it is the consumer's line).
+  std::uint64_t free_space(std::uint64_t written, std::size_t wanted);
   void copy_in(std::uint64_t at, const std::byte* from, std::size_t bytes);
   void copy_out(std::uint64_t at, std::byte* to, std::size_t bytes) const;
   void publish(std::uint64_t written, RingWait& wait);
-  void release(std::uint64_t read, RingWait& wait);
+  void release(RingWait& wait);  // up to read_
   // Streams `bytes` (padded to 8) in or out, piece by piece.
   bool stream_in(const std::byte* from, std::size_t bytes, RingWait& wait);
   bool stream_out(std::byte* to, std::size_t bytes, RingWait& wait);
@@ -108,6 +121,8 @@ class MessageRing {
   Control* control_;
   std::byte* data_;
   std::size_t capacity_;
+  std::uint64_t cached_read_ = 0;  // producer: the consumer's position as last read
+  std::uint64_t read_ = 0;         // consumer: taken so far (released at the payload's end)
   bool mid_message_ = false;
 };
 

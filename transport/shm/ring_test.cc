@@ -59,7 +59,8 @@ std::vector<std::byte> pattern(std::size_t size, unsigned seed) {
 
 // The next message: its tag and payload, or nullopt at the deadline.
 std::optional<std::pair<Tag, std::vector<std::byte>>> receive(MessageRing& ring, RingWait& wait) {
-  const auto header = ring.take_header(wait, {.operation = "test"});
+  wait.site = [] { return ErrorSite{.operation = "test"}; };
+  const auto header = ring.take_header(wait);
   if (!header) return std::nullopt;
   std::vector<std::byte> payload(header->length);
   if (!ring.take_payload(payload, wait)) return std::nullopt;
