@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "transport/log.h"
 #include "transport/shm/host_identity.h"
@@ -13,8 +14,9 @@ namespace rlx {
 // What every rank tells the others at set-up (64 bytes).
 struct SameHost::HostRecord {
   std::uint64_t key = 0;
-  std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
-  char name[55] = {};
+  std::uint64_t instance = 0;  // random; rank 0's names this run of the job's segments
+  std::uint8_t allowed = 0;    // RLX_SHM is not 0, and the job has a token to name segments by
+  char name[47] = {};
 };
 
 struct SameHost::Local {
@@ -106,6 +108,7 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, M
   static_assert(sizeof(HostRecord) == 64);
   HostRecord mine;
   mine.key = host.key;
+  mine.instance = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   mine.allowed = env.shm && !env.job_token.empty();
   std::strncpy(mine.name, host.name.c_str(), sizeof mine.name - 1);
   std::vector<HostRecord> records(static_cast<std::size_t>(world_size));
@@ -113,6 +116,7 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, M
   if (!env.shm)
     log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
 
+  const std::uint64_t instance = records.front().instance;
   std::vector<std::vector<int>> groups = candidate_groups(records);
   const auto my_group = [&]() -> const std::vector<int>& {
     for (const auto& group : groups) {
@@ -125,8 +129,8 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, M
   std::optional<shm::SharedSegment> own;
   if (shape.local_size > 1) {
     try {
-      own = shm::Node::create_own(directory, shm::SharedSegment::name_for(env.job_token, rank),
-                                  shape, site);
+      own = shm::Node::create_own(
+          directory, shm::SharedSegment::name_for(env.job_token, instance, rank), shape, site);
     } catch (const CollectiveError& e) {
       log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });
     }
@@ -139,11 +143,11 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, M
     const Deadline deadline = Clock::now() + env.connect_timeout;
     try {
       for (const int r : members) {
-        segments.push_back(r == rank
-                               ? std::move(*own)
-                               : shm::SharedSegment::open(
-                                     directory, shm::SharedSegment::name_for(env.job_token, r),
-                                     shape.segment_bytes(), deadline, site));
+        segments.push_back(r == rank ? std::move(*own)
+                                     : shm::SharedSegment::open(
+                                           directory,
+                                           shm::SharedSegment::name_for(env.job_token, instance, r),
+                                           shape.segment_bytes(), deadline, site));
       }
     } catch (const CollectiveError& e) {
       log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });

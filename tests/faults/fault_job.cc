@@ -20,6 +20,10 @@ JobOutcome run_fault_mode(const std::string& mode, int ranks, std::vector<std::s
   wrapper.push_back(sibling_program("fault_program"));
   wrapper.push_back(mode);
   env.insert(env.begin(), "RLX_BACKEND=" + fault_backend());
+  // The harness passes no RLX_* of its own environment on; RLX_SHM=0 (the
+  // cases' TCP run, tests/faults/CMakeLists.txt) is the exception.
+  if (const char* shm = std::getenv("RLX_SHM"))
+    env.insert(env.begin(), std::string("RLX_SHM=") + shm);
   return run_job({.ranks = ranks,
                   .argv = std::move(wrapper),
                   .env = std::move(env),

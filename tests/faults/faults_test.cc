@@ -141,14 +141,13 @@ TEST(Faults, StrangersOnTheJobsPortsChangeNothing) {
 // A replayed handshake: the proof for one connection's challenge, made with
 // the right token (as a recording of a real rank would hold), sent again on a
 // new connection, whose challenge carries a fresh nonce.
-void replay_a_handshake(const HostPort& endpoint, Deadline deadline) {
+void replay_a_handshake(const HostPort& endpoint, const std::string& token, Deadline deadline) {
   const auto hello = wire::encode_hello({3, 2, 0, 1, auth::fresh_nonce()});
   std::array<std::byte, wire::kChallengeBytes> challenge;
   UniqueFd first = connect_with_retry(endpoint, deadline);
   send_all(first.get(), hello, deadline);
   recv_exact(first.get(), challenge, deadline);
-  const auto recorded =
-      wire::connector_mac("test-token", hello, wire::decode_challenge(challenge).nonce);
+  const auto recorded = wire::connector_mac(token, hello, wire::decode_challenge(challenge).nonce);
   UniqueFd again = connect_with_retry(endpoint, deadline);
   send_all(again.get(), hello, deadline);
   try {
@@ -172,7 +171,7 @@ TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   const std::string ready = ::testing::TempDir() + "rlx_steady_ready_" + std::to_string(getpid());
   std::remove(ready.c_str());
   std::remove((ready + ".stop").c_str());
-  auto flood = [&ready](HostPort target) {
+  auto flood = [&ready](HostPort target, const std::string& token) {
     // The hook runs once every rank has registered, while the ranks may still
     // be connecting to each other on the port the flood targets. It is the
     // running job this test attacks, so it waits (bounded) for rank 0 to say
@@ -193,22 +192,25 @@ TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
       if (i % 2 == 0) send_all(strangers.back().get(), header, deadline);
     }
     strangers.clear();
-    replay_a_handshake(target, deadline);
+    replay_a_handshake(target, token, deadline);
   };
   // On its own thread, so the harness keeps draining the ranks' output meanwhile.
   std::future<std::string> attack;
   auto start_attack = [&](const rendezvous::Server& server) {
-    attack = std::async(std::launch::async, [&flood, &ready, target = server.endpoints()[0]] {
-      std::string failure;
-      try {
-        flood(target);
-      } catch (const std::exception& error) {
-        failure = error.what();
-      }
-      // The job runs until the attack is over, however long a sanitizer makes it.
-      if (std::FILE* stop = std::fopen((ready + ".stop").c_str(), "w")) std::fclose(stop);
-      return failure;
-    });
+    attack = std::async(std::launch::async,
+                        [&flood, &ready, target = server.endpoints()[0], token = server.token()] {
+                          std::string failure;
+                          try {
+                            flood(target, token);
+                          } catch (const std::exception& error) {
+                            failure = error.what();
+                          }
+                          // The job runs until the attack is over, however long a sanitizer makes
+                          // it.
+                          if (std::FILE* stop = std::fopen((ready + ".stop").c_str(), "w"))
+                            std::fclose(stop);
+                          return failure;
+                        });
   };
   const JobOutcome job =
       run_fault_mode("steady", 3,

@@ -10,6 +10,8 @@
 #include "transport/frame.h"
 #include "transport/handshake.h"
 #include "transport/rendezvous/protocol.h"
+#include "transport/shm/posted_call.h"
+#include "transport/shm/ring.h"
 
 namespace {
 
@@ -73,5 +75,16 @@ int main(int argc, char** argv) {
               launcher::encode_agent_request({.environment = {"RLX_RANK=1", "RLX_JOB_TOKEN=ab"},
                                               .cwd = "/work",
                                               .argv = {"./prog", "--steps", "10"}}));
+  // A posted all_reduce, then two messages as they lie in a ring: a 16-byte
+  // header each and the payload padded to 8 bytes.
+  const shm::PostedCall posted = shm::post(
+      {.kind = CollectiveKind::all_reduce, .op = ReduceOp::sum, .dtype = Dtype::f32, .count = 9});
+  std::string ring(reinterpret_cast<const char*>(&posted), sizeof posted);
+  for (const std::string payload : {"hello", "a second, longer message"}) {
+    const shm::RingHeader header = shm::make_ring_header(3, payload.size());
+    ring.append(reinterpret_cast<const char*>(&header), sizeof header);
+    ring.append(payload).append((8 - payload.size() % 8) % 8, '\0');
+  }
+  write_bytes("fuzz_shm_channel", "posted_and_two_messages", ring);
   return 0;
 }

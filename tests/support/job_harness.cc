@@ -1,5 +1,6 @@
 #include "tests/support/job_harness.h"
 
+#include <atomic>
 #include <climits>
 #include <thread>
 
@@ -26,7 +27,7 @@ struct Running {
 };
 
 std::vector<std::string> environment_for(const JobSpec& spec, int rank,
-                                         const std::string& coordinator) {
+                                         const rendezvous::Server& server) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     if (std::string_view(*e).rfind("RLX_", 0) != 0) env.emplace_back(*e);
@@ -34,9 +35,9 @@ std::vector<std::string> environment_for(const JobSpec& spec, int rank,
   env.push_back(std::string(launch_env::kRank) + "=" + std::to_string(rank));
   env.push_back(std::string(launch_env::kWorldSize) + "=" + std::to_string(spec.ranks));
   if (spec.use_coordinator) {
-    env.push_back(std::string(launch_env::kCoordinator) + "=" + coordinator);
+    env.push_back(std::string(launch_env::kCoordinator) + "=" + server.address().to_string());
   }
-  env.push_back(std::string(launch_env::kJobToken) + "=test-token");
+  env.push_back(std::string(launch_env::kJobToken) + "=" + server.token());
   env.push_back(std::string(launch_env::kBackend) + "=tcp");
   for (const auto& extra : spec.env) {  // the spec's settings win
     const std::string name = extra.substr(0, extra.find('=') + 1);
@@ -100,11 +101,16 @@ bool RankOutcome::killed_by(int signal) const {
 
 JobOutcome run_job(const JobSpec& spec) {
   const auto start = Clock::now();
-  rendezvous::Server server(spec.ranks, "test-token", "127.0.0.1");
+  // Each job its own token, as rlxrun gives: jobs of tests running at once
+  // must not share an identity (shared-memory segments are named from it).
+  static std::atomic<int> jobs{0};
+  const std::string token =
+      "test-token-" + std::to_string(::getpid()) + "-" + std::to_string(jobs++);
+  rendezvous::Server server(spec.ranks, token, "127.0.0.1");
   std::vector<Running> ranks(static_cast<std::size_t>(spec.ranks));
   for (int r = 0; r < spec.ranks; ++r) {
-    auto child = launcher::spawn_local(
-        {.argv = spec.argv, .environment = environment_for(spec, r, server.address().to_string())});
+    auto child =
+        launcher::spawn_local({.argv = spec.argv, .environment = environment_for(spec, r, server)});
     ranks[static_cast<std::size_t>(r)].pid = child.pid;
     ranks[static_cast<std::size_t>(r)].fds[0] = child.stdout_fd;
     ranks[static_cast<std::size_t>(r)].fds[1] = child.stderr_fd;

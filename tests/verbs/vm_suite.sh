@@ -3,9 +3,12 @@
 # suite in one boot, since a boot costs tens of seconds under TCG.
 #  * the conformance suite over verbs with 2 ranks (RLX_IFNAME=dummy0, the
 #    rxe device's interface) and 3 ranks (address chosen automatically: the
-#    coordinator is on loopback, which has no RDMA device);
+#    coordinator is on loopback, which has no RDMA device), RLX_SHM=0 so
+#    every byte crosses the queue pairs although the ranks share the VM;
+#  * the same with shared memory (the default): verbs sets up the mesh, the
+#    ranks of the one host exchange through shared memory;
 #  * the fault cases of tests/faults on verbs (those that are TCP's own skip,
-#    saying why), and strangers on the rdma_cm port.
+#    saying why) with RLX_SHM=0, and strangers on the rdma_cm port.
 # Prints one line per check and the log of any that failed.
 set -u
 status=0
@@ -22,10 +25,12 @@ run() {
   fi
 }
 run conformance_verbs_n2 ./rlxrun -n 2 --backend verbs --ifname dummy0 --timeout 200 \
-  --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
+  --env RLX_TIMEOUT_S=60 --env RLX_SHM=0 ./conformance_test --gtest_brief=1
 run conformance_verbs_n3 ./rlxrun -n 3 --backend verbs --timeout 200 \
+  --env RLX_TIMEOUT_S=60 --env RLX_SHM=0 ./conformance_test --gtest_brief=1
+run conformance_verbs_shm_n2 ./rlxrun -n 2 --backend verbs --ifname dummy0 --timeout 200 \
   --env RLX_TIMEOUT_S=60 ./conformance_test --gtest_brief=1
 export RLX_FAULTS_BACKEND=verbs
-run faults_verbs ./faults_test --gtest_filter='Faults.*' --gtest_brief=1
+run faults_verbs env RLX_SHM=0 ./faults_test --gtest_filter='Faults.*' --gtest_brief=1
 run rdma_cm_strangers ./rdma_cm_strangers_test --gtest_brief=1
 exit $status

@@ -173,6 +173,8 @@ struct Server::Impl {
   std::vector<HostPort> table_entries;
 };
 
+const std::string& Server::token() const { return impl_->token; }
+
 Server::Server(int world_size, std::string token, const std::string& bind_host)
     : world_size_(world_size) {
   try {

@@ -29,6 +29,8 @@ class Server {
   HostPort address() const { return address_; }
   int registered() const { return registered_.load(); }
   bool complete() const { return registered() == world_size_; }
+  // The job token registrations are checked against.
+  const std::string& token() const;
   // Ranks that have not registered yet, in order.
   std::vector<int> missing() const;
   // The endpoints registered so far, by rank (empty host: not yet).

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -68,8 +69,10 @@ std::string SharedSegment::job_prefix(std::string_view job_token) {
   return prefix + "-";
 }
 
-std::string SharedSegment::name_for(std::string_view job_token, int rank) {
-  return job_prefix(job_token) + std::to_string(rank);
+std::string SharedSegment::name_for(std::string_view job_token, std::uint64_t instance, int rank) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(instance));
+  return job_prefix(job_token) + hex + "-" + std::to_string(rank);
 }
 
 SharedSegment SharedSegment::create(const std::string& directory, const std::string& name,

@@ -2,7 +2,8 @@
 // data through (issue 19's same-host path).
 //
 // Each rank creates its own segment, a file in /dev/shm named from the job
-// token and the rank (`name_for`), so two jobs on one host never meet and no
+// token, a per-job instance and the rank (`name_for`), so two jobs on one
+// host never meet and no
 // other user's process can open it (mode 0600, O_EXCL). Its pages are
 // reserved when it is created (fallocate), so a full or too small /dev/shm is
 // a clear error at setup, never a SIGBUS mid-collective. Peers on the host
@@ -27,9 +28,12 @@ inline constexpr const char* kDefaultDirectory = "/dev/shm";
 
 class SharedSegment {
  public:
-  // "rlx-<16 hex digits of HMAC(token, "shm")>-<rank>": the token never
-  // appears, and the prefix is the same for every rank of the job.
-  static std::string name_for(std::string_view job_token, int rank);
+  // "rlx-<16 hex digits of HMAC(token, "shm")>-<instance, 16 hex>-<rank>":
+  // the token never appears, and the prefix is the same for every rank of the
+  // job. `instance` is a number the job's ranks agree on at set-up, so two
+  // jobs started with the same token (a misuse, but a possible one) still
+  // never open each other's segments.
+  static std::string name_for(std::string_view job_token, std::uint64_t instance, int rank);
   static std::string job_prefix(std::string_view job_token);
 
   // Creates, sizes (reserving every page) and maps `name` in `directory` with

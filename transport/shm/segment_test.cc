@@ -31,18 +31,19 @@ const ErrorSite kSite{.rank = 0, .world_size = 2, .operation = "test"};
 
 TEST(SharedSegment, NamesHideTheTokenAndKeepJobsApart) {
   const std::string a = fresh_token(), b = fresh_token();
-  EXPECT_NE(SharedSegment::name_for(a, 0), SharedSegment::name_for(b, 0));
-  EXPECT_NE(SharedSegment::name_for(a, 0), SharedSegment::name_for(a, 1));
-  EXPECT_TRUE(SharedSegment::name_for(a, 3).starts_with(SharedSegment::job_prefix(a)));
-  EXPECT_EQ(SharedSegment::name_for("token", 3).find("token"), std::string::npos);
-  EXPECT_EQ(SharedSegment::name_for("token", 3).size(),
-            std::string("rlx-0123456789abcdef-3").size());
+  EXPECT_NE(SharedSegment::name_for(a, 0, 0), SharedSegment::name_for(b, 0, 0));
+  EXPECT_NE(SharedSegment::name_for(a, 0, 0), SharedSegment::name_for(a, 0, 1));
+  EXPECT_TRUE(SharedSegment::name_for(a, 0, 3).starts_with(SharedSegment::job_prefix(a)));
+  EXPECT_EQ(SharedSegment::name_for("token", 0, 3).find("token"), std::string::npos);
+  EXPECT_EQ(SharedSegment::name_for("token", 0, 3).size(),
+            std::string("rlx-0123456789abcdef-0123456789abcdef-3").size());
+  EXPECT_NE(SharedSegment::name_for(a, 1, 0), SharedSegment::name_for(a, 2, 0));
 }
 
 // The creator's segment is private to its user, another process opens it
 // by name and writes into it, and once unlinked nothing is left in /dev/shm.
 TEST(SharedSegment, APeerProcessOpensItAndUnlinkingLeavesNothing) {
-  const std::string name = SharedSegment::name_for(fresh_token(), 0);
+  const std::string name = SharedSegment::name_for(fresh_token(), 0, 0);
   SharedSegment mine = SharedSegment::create(kDefaultDirectory, name, 1 << 20, kSite);
   struct stat st {};
   ASSERT_EQ(::stat(mine.path().c_str(), &st), 0);
@@ -71,7 +72,7 @@ TEST(SharedSegment, APeerProcessOpensItAndUnlinkingLeavesNothing) {
 }
 
 TEST(SharedSegment, OpeningWaitsForTheCreatorUntilTheDeadline) {
-  const std::string name = SharedSegment::name_for(fresh_token(), 1);
+  const std::string name = SharedSegment::name_for(fresh_token(), 0, 1);
   const auto start = Clock::now();
   try {
     SharedSegment::open(kDefaultDirectory, name, 4096, start + 200ms, kSite);
@@ -85,7 +86,7 @@ TEST(SharedSegment, OpeningWaitsForTheCreatorUntilTheDeadline) {
 }
 
 TEST(SharedSegment, ASegmentOfAnotherSizeIsRefused) {
-  const std::string name = SharedSegment::name_for(fresh_token(), 0);
+  const std::string name = SharedSegment::name_for(fresh_token(), 0, 0);
   SharedSegment mine = SharedSegment::create(kDefaultDirectory, name, 4096, kSite);
   try {
     SharedSegment::open(kDefaultDirectory, name, 8192, Clock::now() + 1s, kSite);
@@ -96,7 +97,7 @@ TEST(SharedSegment, ASegmentOfAnotherSizeIsRefused) {
 }
 
 TEST(SharedSegment, AnExistingNameIsNotTakenOver) {
-  const std::string name = SharedSegment::name_for(fresh_token(), 0);
+  const std::string name = SharedSegment::name_for(fresh_token(), 0, 0);
   SharedSegment first = SharedSegment::create(kDefaultDirectory, name, 4096, kSite);
   EXPECT_THROW(SharedSegment::create(kDefaultDirectory, name, 4096, kSite), CollectiveError);
   EXPECT_TRUE(exists(first.path()));
@@ -108,7 +109,7 @@ TEST(SharedSegment, TooLittleRoomIsAClearErrorAndLeavesNothing) {
   struct statvfs fs {};
   ASSERT_EQ(::statvfs(kDefaultDirectory, &fs), 0);
   const std::size_t too_much = static_cast<std::size_t>(fs.f_bavail) * fs.f_frsize + (1u << 30);
-  const std::string name = SharedSegment::name_for(fresh_token(), 0);
+  const std::string name = SharedSegment::name_for(fresh_token(), 0, 0);
   try {
     SharedSegment::create(kDefaultDirectory, name, too_much, kSite);
     FAIL() << "reserved more than the directory holds";
@@ -125,11 +126,11 @@ TEST(SharedSegment, TooLittleRoomIsAClearErrorAndLeavesNothing) {
 TEST(SharedSegment, TheLauncherRemovesOneJobsLeftoversOnly) {
   const std::string job = fresh_token(), other = fresh_token();
   SharedSegment a =
-      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(job, 0), 64, kSite);
+      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(job, 0, 0), 64, kSite);
   SharedSegment b =
-      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(job, 1), 64, kSite);
+      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(job, 0, 1), 64, kSite);
   SharedSegment c =
-      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(other, 0), 64, kSite);
+      SharedSegment::create(kDefaultDirectory, SharedSegment::name_for(other, 0, 0), 64, kSite);
   EXPECT_EQ(remove_job_segments(kDefaultDirectory, job), 2);
   EXPECT_FALSE(exists(a.path()));
   EXPECT_FALSE(exists(b.path()));
