@@ -3,7 +3,7 @@
 // live only in collectives/cost_model.cc.
 //
 //   cost-model fit < rows          rows: "algorithm ranks bytes seconds" per line
-//                                  (algorithm: ring | recursive_doubling);
+//                                  (algorithm: ring | recursive_doubling | shm);
 //                                  prints "alpha beta gamma" (s, s/B, s/B)
 //   cost-model predict ALPHA BETA GAMMA RANKS BYTES
 //                                  prints "ring_seconds doubling_seconds crossover_bytes"
@@ -29,6 +29,7 @@ AlgorithmWork work_of(const std::string& algorithm, int ranks, double bytes) {
   if (algorithm == "recursive_doubling") {
     return rlx::all_reduce_recursive_doubling_work(ranks, bytes);
   }
+  if (algorithm == "shm") return rlx::all_reduce_shm_work(ranks, bytes);
   std::fprintf(stderr, "cost-model: unknown algorithm '%s'\n", algorithm.c_str());
   std::exit(2);
 }

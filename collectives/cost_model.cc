@@ -1,5 +1,6 @@
 #include "collectives/cost_model.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <fstream>
@@ -26,6 +27,30 @@ AlgorithmWork all_reduce_recursive_doubling_work(int world_size, double bytes) {
           .bytes_reduced = (rounds + folded) * bytes};
 }
 
+AlgorithmWork all_reduce_shm_work(int local_size, double bytes) {
+  const double n = local_size;
+  return {.steps = 1, .bytes_sent = 2 * (n - 1) / n * bytes, .bytes_reduced = (n - 1) / n * bytes};
+}
+
+double all_reduce_network_seconds(const CostModel& network, int world_size, double bytes) {
+  if (world_size <= 1) return 0;
+  return std::min(all_reduce_ring_work(world_size, bytes).seconds(network),
+                  all_reduce_recursive_doubling_work(world_size, bytes).seconds(network));
+}
+
+HierarchyPrediction predict_hierarchy(const CostModel& network, const CostModel& shm, int ranks,
+                                      int hosts, int per_host, bool rails, double bytes) {
+  const double inside = all_reduce_shm_work(per_host, bytes).seconds(shm);
+  // Rails: a reduce-scatter and an all-gather inside (one shared-memory
+  // all-reduce's work, and a step more), one block per rank across hosts.
+  // Leaders: an all-reduce inside, the whole buffer across, a broadcast.
+  const double across = rails ? all_reduce_network_seconds(network, hosts, bytes / per_host)
+                              : all_reduce_network_seconds(network, hosts, bytes);
+  const double share = rails ? shm.alpha : shm.alpha + shm.beta * bytes;
+  return {.hierarchical = inside + across + share,
+          .flat = all_reduce_network_seconds(network, ranks, bytes)};
+}
+
 std::size_t all_reduce_crossover_bytes(const CostModel& cost, int world_size) {
   // Both costs are linear in the size: fixed + per_byte * bytes.
   const AlgorithmWork ring = all_reduce_ring_work(world_size, 1);
@@ -46,7 +71,8 @@ namespace {
                             (line > 0 ? ", line " + std::to_string(line) : std::string()) + ": " +
                             what,
                         "bench/scaling --write-cost-model writes this file; lines are "
-                        "'dedicated|shared ALPHA BETA GAMMA' in s, s/B, s/B");
+                        "'dedicated|shared|shm-dedicated|shm-shared ALPHA BETA GAMMA' in s, s/B, "
+                        "s/B");
 }
 
 }  // namespace
@@ -73,11 +99,19 @@ CostModelFile parse_cost_model_file(const std::string& text, const std::string& 
       file.dedicated_cores = cost;
     } else if (situation == "shared") {
       file.shared_cores = cost;
+    } else if (situation == "shm-dedicated") {
+      file.shm_dedicated_cores = cost;
+    } else if (situation == "shm-shared") {
+      file.shm_shared_cores = cost;
     } else {
-      bad_file(path, number, "'" + situation + "' is neither dedicated nor shared");
+      bad_file(path, number,
+               "'" + situation + "' is none of dedicated, shared, shm-dedicated, shm-shared");
     }
   }
-  if (!file.dedicated_cores && !file.shared_cores) bad_file(path, 0, "no constants in it");
+  if (!file.dedicated_cores && !file.shared_cores && !file.shm_dedicated_cores &&
+      !file.shm_shared_cores) {
+    bad_file(path, 0, "no constants in it");
+  }
   return file;
 }
 

@@ -64,6 +64,22 @@ TEST(CostModelFile, ReadsBothSituationsAndIgnoresComments) {
   EXPECT_DOUBLE_EQ(file.dedicated_cores->alpha, 9e-6);
   EXPECT_DOUBLE_EQ(file.shared_cores->gamma, 2.3e-10);
   EXPECT_FALSE(parse_cost_model_file("shared 1 2 3\n", "f").dedicated_cores);
+  const CostModelFile shm = parse_cost_model_file("shm-dedicated 2e-7 1e-10 0\n", "f");
+  ASSERT_TRUE(shm.shm_dedicated_cores);
+  EXPECT_DOUBLE_EQ(shm.shm_dedicated_cores->alpha, 2e-7);
+}
+
+// The hierarchical all-reduce pays when shared memory is cheaper than the
+// network, and the prediction follows the constants it is given.
+TEST(CostModel, HierarchyIsPredictedFromBothModels) {
+  const double mib = 1 << 20;
+  const auto rails = predict_hierarchy(kFittedCost, kFittedShmCost, 6, 3, 2, true, 16 * mib);
+  EXPECT_LT(rails.hierarchical, rails.flat);
+  EXPECT_DOUBLE_EQ(rails.flat, all_reduce_network_seconds(kFittedCost, 6, 16 * mib));
+  // Shared memory as slow as a network step costs a second: flat wins.
+  const CostModel slow{.alpha = 1, .beta = 1e-6, .gamma = 0};
+  const auto leaders = predict_hierarchy(kFittedCost, slow, 4, 3, 2, false, 4096);
+  EXPECT_GT(leaders.hierarchical, leaders.flat);
 }
 
 TEST(CostModelFile, MalformedFilesAreRefusedNamingFileAndLine) {
@@ -78,7 +94,7 @@ TEST(CostModelFile, MalformedFilesAreRefusedNamingFileAndLine) {
     }
   };
   refused("dedicated 1e-6 2e-10\n", "line 1");
-  refused("# ok\nfast 1 2 3\n", "line 2: 'fast' is neither");
+  refused("# ok\nfast 1 2 3\n", "line 2: 'fast' is none of dedicated, shared, shm-dedicated");
   refused("dedicated 1 2 3 4\n", "line 1");
   refused("dedicated -1 2 3\n", "not negative");
   refused("dedicated nan 2 3\n", "line 1");  // not a number to the stream either

@@ -19,8 +19,8 @@ void LinksTransport::set_up_same_host(const launch_env::LaunchEnv& env, Mailbox&
     rlx::all_gather(links(), call, {mine.data(), mine.size(), Dtype::u8},
                     {all.data(), all.size(), Dtype::u8});
   };
-  same_host_ =
-      std::make_unique<SameHost>(env, rank(), world_size(), mailbox, latch, std::move(hooks));
+  same_host_ = std::make_unique<SameHost>(env, tuning_, rank(), world_size(), mailbox, latch,
+                                          std::move(hooks));
 }
 
 void LinksTransport::tear_down_same_host() { same_host_.reset(); }

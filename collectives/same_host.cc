@@ -15,7 +15,9 @@ namespace rlx {
 struct SameHost::HostRecord {
   std::uint64_t key = 0;
   std::uint64_t instance = 0;  // random; rank 0's names this run of the job's segments
-  std::uint8_t allowed = 0;    // RLX_SHM is not 0, and the job has a token to name segments by
+  CostModel network;           // rank 0's are the job's
+  CostModel shm;
+  std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
   char name[47] = {};
 };
 
@@ -100,14 +102,16 @@ void SameHost::build_group_index() {
   }
 }
 
-SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, Mailbox& mailbox,
-                   FailureLatch& latch, Hooks hooks)
+SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int rank, int world_size,
+                   Mailbox& mailbox, FailureLatch& latch, Hooks hooks)
     : rank_(rank), world_size_(world_size), hooks_(std::move(hooks)) {
   const std::string directory = shm::kDefaultDirectory;
   const shm::HostIdentity host = shm::this_host(directory);
-  static_assert(sizeof(HostRecord) == 64);
+  static_assert(sizeof(HostRecord) == 112);
   HostRecord mine;
   mine.key = host.key;
+  mine.network = tuning.cost;
+  mine.shm = tuning.shm_cost;
   mine.instance = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   mine.allowed = env.shm && !env.job_token.empty();
   std::strncpy(mine.name, host.name.c_str(), sizeof mine.name - 1);
@@ -117,6 +121,8 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, M
     log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
 
   const std::uint64_t instance = records.front().instance;
+  network_cost_ = records.front().network;
+  shm_cost_ = records.front().shm;
   std::vector<std::vector<int>> groups = candidate_groups(records);
   const auto my_group = [&]() -> const std::vector<int>& {
     for (const auto& group : groups) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "collectives/shm_collectives.h"
+#include "collectives/tuning.h"
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
@@ -42,8 +43,9 @@ class SameHost {
 
   // Every rank of the job must construct it at the same point of its set-up.
   // Once it shares memory, `latch` wakes this rank's sleepers when it trips.
-  SameHost(const launch_env::LaunchEnv& env, int rank, int world_size, Mailbox& mailbox,
-           FailureLatch& latch, Hooks hooks);
+  // `tuning` is this rank's; rank 0's cost models are the job's (costs()).
+  SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int rank, int world_size,
+           Mailbox& mailbox, FailureLatch& latch, Hooks hooks);
   ~SameHost();
   SameHost(const SameHost&) = delete;
   SameHost& operator=(const SameHost&) = delete;
@@ -58,6 +60,11 @@ class SameHost {
   bool spans_job() const { return groups_.size() == 1; }
   // True when no two ranks share memory: the network carries everything.
   bool unused() const { return groups_.size() == static_cast<std::size_t>(world_size_); }
+
+  // Rank 0's network and shared-memory cost models: every rank decides by
+  // the same constants, so all choose the same algorithm.
+  const CostModel& network_cost() const { return network_cost_; }
+  const CostModel& shm_cost() const { return shm_cost_; }
 
   // Only when this rank has peers to share memory with (group size > 1).
   ShmCollectives& collectives();
@@ -80,7 +87,9 @@ class SameHost {
   std::vector<std::vector<int>> groups_;
   std::vector<int> group_index_;  // [rank] -> index into groups_
   std::unique_ptr<Local> local_;
-  FailureLatch* latch_ = nullptr;  // set once it wakes this rank's sleepers
+  FailureLatch* latch_ = nullptr;
+  CostModel network_cost_;
+  CostModel shm_cost_;  // set once it wakes this rank's sleepers
 };
 
 }  // namespace rlx

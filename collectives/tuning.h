@@ -16,6 +16,9 @@ struct Tuning {
   // Where `cost` came from, for the debug log: "built in, a core per rank",
   // "RLX_COST_MODEL=/path (shared)".
   std::string cost_source = "built in, a core per rank";
+  // The same-host path's, for the hierarchical all-reduce's choice.
+  CostModel shm_cost = kFittedShmCost;
+  std::string shm_cost_source = "built in, a core per rank";
 };
 
 // The tuning of a rank started with `env`: RLX_ALL_REDUCE_ALGORITHM, and the

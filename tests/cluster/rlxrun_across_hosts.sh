@@ -47,29 +47,40 @@ case $case_name in
   shm_rails | shm_leaders)
     # Ranks that share a host exchange through shared memory, the others over
     # TCP: the suite's Paths case checks every pair's path against the hosts'
-    # names, and every collective's results. 2 ranks on each of 3 hosts make
-    # the all-reduce hierarchical by rails (a block per rank across hosts);
-    # 2, 1 and 1 by one leader per host.
+    # names, and every collective's results. 2 ranks on each of 3 hosts: the
+    # cost model makes the all-reduce hierarchical by rails (a block per rank
+    # across hosts). 2, 1 and 1: with the built-in constants the model keeps
+    # the network all-reduce (3 leaders take more steps than 4 ranks); with a
+    # cost model whose shared memory is nearly free, one leader per host.
+    settings=()
     if [[ $case_name == shm_rails ]]; then
       write_hostfile 2 2 2
-      ranks=6
+      ranks=6 how="hierarchical over 3 hosts, 2 ranks per host each reducing a block across hosts"
     else
       write_hostfile 2 1 1
-      ranks=4
+      ranks=4 how="the network over every rank"
     fi
-    run_rlxrun 300 -n $ranks --env RLX_LOG=debug "$build/tests/conformance/conformance_test" \
-      --gtest_brief=1 >out.txt 2>&1 || { cat out.txt; fail "the suite failed"; }
-    for ((rank = 0; rank < ranks; rank++)); do
-      grep -q "^\[$rank\] \[  PASSED  \]" out.txt || fail "rank $rank did not report PASSED"
-    done
-    grep -q "^\[0\] rlx\[0\] debug: peer 1: shared memory (same host ${namespaces[0]})" out.txt ||
-      fail "ranks 0 and 1 did not share memory"
-    grep -q "^\[0\] rlx\[0\] debug: peer 2: the network (rank 2 is on host ${namespaces[1]})" out.txt ||
-      fail "rank 0 did not reach rank 2 over the network"
-    how="2 ranks per host each reducing a block across hosts"
-    [[ $case_name == shm_leaders ]] && how="one leader per host"
-    grep -q "^\[0\] rlx\[0\] debug: all_reduce .*: hierarchical over 3 hosts, $how" out.txt ||
-      fail "the all-reduce was not hierarchical ($how)"
+    run_suite() {
+      run_rlxrun 300 -n $ranks --env RLX_LOG=debug "${settings[@]}" \
+        "$build/tests/conformance/conformance_test" --gtest_brief=1 >out.txt 2>&1 ||
+        { cat out.txt; fail "the suite failed"; }
+      for ((rank = 0; rank < ranks; rank++)); do
+        grep -q "^\[$rank\] \[  PASSED  \]" out.txt || fail "rank $rank did not report PASSED"
+      done
+      grep -q "^\[0\] rlx\[0\] debug: peer 1: shared memory (same host ${namespaces[0]})" out.txt ||
+        fail "ranks 0 and 1 did not share memory"
+      grep -q "^\[0\] rlx\[0\] debug: peer 2: the network (rank 2 is on host ${namespaces[1]})" out.txt ||
+        fail "rank 0 did not reach rank 2 over the network"
+      grep -q "^\[0\] rlx\[0\] debug: all_reduce .* of 1000003 x f32 .*: $how (cost model" out.txt ||
+        { grep "1000003 x f32" out.txt | head -3; fail "the large all-reduce did not go $how"; }
+    }
+    run_suite
+    if [[ $case_name == shm_leaders ]]; then
+      printf 'shm-dedicated 1e-9 1e-13 0\nshm-shared 1e-9 1e-13 0\n' >cheap_shm
+      settings=(--env "RLX_COST_MODEL=$PWD/cheap_shm")
+      how="hierarchical over 3 hosts, one leader per host (hosts differ in ranks)"
+      run_suite
+    fi
     ;;
   example)
     # 4 ranks on 3 hosts (the hidden size divides by 4): two share the first
