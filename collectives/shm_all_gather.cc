@@ -26,8 +26,10 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
     if (own.length > 0) std::memcpy(node_.staging(me, ticket), from, own.length * element);
     publish(Phase::staged, ticket);
     std::byte* to = out_base + own.begin * element;
-    if (own.length > 0 && to != from)
-      write_out(to, node_.staging(me, ticket), own.length * element);
+    // From the caller's input, not the slot: the peers read the slot right
+    // now, and sharing those lines costs more than the input's second read
+    // (1 MiB: 40-47 us against 64-79 us).
+    if (own.length > 0 && to != from) write_out(to, from, own.length * element);
     for (int j = 0; j < local_size(); ++j) {
       if (j == me) continue;
       wait_for(j, Phase::staged, ticket, call);
@@ -47,14 +49,15 @@ void ShmCollectives::all_gather(const CollectiveCall& call, ConstElementSpan inp
   const std::size_t block = input.bytes();
   log_choice(call, block, fits_inline(block));
   if (fits_inline(block)) {
-    const std::uint64_t number = open_call(call, {in, block});
-    if (block == 0) return;
+    // This rank's own block is copied while the others still write theirs.
+    const std::uint64_t number = post_call(call, {in, block});
+    std::byte* own = out + static_cast<std::size_t>(local_rank()) * block;
+    if (block > 0 && own != in) std::memmove(own, in, block);
+    check_calls(call, number);
     for (int j = 0; j < local_size(); ++j) {
-      std::byte* to = out + static_cast<std::size_t>(j) * block;
-      if (j == local_rank()) {
-        if (to != in) std::memmove(to, in, block);
-      } else {
-        std::memcpy(to, node_.call_payload(j, number), block);
+      if (j != local_rank() && block > 0) {
+        std::memcpy(out + static_cast<std::size_t>(j) * block, node_.call_payload(j, number),
+                    block);
       }
     }
     return;

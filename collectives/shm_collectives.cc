@@ -50,7 +50,7 @@ void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall
       "(RLX_TIMEOUT_S sets the deadline)"));
 }
 
-std::uint64_t ShmCollectives::open_call(const CollectiveCall& call,
+std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,
                                         std::span<const std::byte> inline_payload) {
   latch_.rethrow_if_tripped();
   const std::uint64_t number = calls_++;
@@ -62,6 +62,10 @@ std::uint64_t ShmCollectives::open_call(const CollectiveCall& call,
   mine.call = shm::post(call);
   mine.sequence.store(number + 1, std::memory_order_release);
   ring_peers();
+  return number;
+}
+
+void ShmCollectives::check_calls(const CollectiveCall& call, std::uint64_t number) {
   for (int peer = 0; peer < local_size(); ++peer) {
     if (peer == local_rank()) continue;
     const shm::CallLine& theirs = node_.call_line(peer, number);
@@ -82,6 +86,12 @@ std::uint64_t ShmCollectives::open_call(const CollectiveCall& call,
                                 "with the same sizes"));
     }
   }
+}
+
+std::uint64_t ShmCollectives::open_call(const CollectiveCall& call,
+                                        std::span<const std::byte> inline_payload) {
+  const std::uint64_t number = post_call(call, inline_payload);
+  check_calls(call, number);
   return number;
 }
 

@@ -82,6 +82,9 @@ class ShmCollectives {
   // waits for every peer's call and checks it is the same. Returns the call's
   // number, whose call lines hold everyone's inline payload.
   std::uint64_t open_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
+  // The two halves of open_call, for work that needs no peer in between.
+  std::uint64_t post_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
+  void check_calls(const CollectiveCall& call, std::uint64_t number);
   bool fits_inline(std::size_t bytes) const { return bytes <= node_.shape().call_capacity(); }
   // out = x(0) op x(1) op ... op x(n-1), in rank order on every rank, so
   // every rank's result is bit-identical. `x(j)` may be `out` only for j = 0.

@@ -121,8 +121,16 @@ std::optional<std::vector<std::byte>> PointToPoint::take_parked(Inbound& in, int
   return message;
 }
 
-void PointToPoint::park(Inbound& in, int from, const RingHeader& header,
-                        std::vector<std::byte> message) {
+void PointToPoint::park_next(int local, Inbound& in, const RingHeader& header, RingWait& wait,
+                             std::string_view operation) {
+  const int from = node_.world_rank(local);
+  if (!fits_under_cap(from, header)) {
+    fail_hard(CollectiveError(
+        ErrorKind::resource_exhausted,
+        hooks_.site(operation, from, describe_message(header.tag, header.length)),
+        over_cap(from, header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
+  }
+  auto message = take_payload(local, in, header, wait, operation);
   in.parked.fetch_add(1, std::memory_order_acq_rel);
   (void)mailbox_.deliver(from, header.tag, std::move(message), /*awaited=*/true);  // cap checked
 }
@@ -166,13 +174,7 @@ std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
     const auto header = in.ring.take_header(wait);
     if (!header) throw timed_out();
     if (header->tag == tag) return take_payload(local, in, *header, wait, "recv_bytes");
-    if (!fits_under_cap(from, *header)) {
-      fail_hard(CollectiveError(
-          ErrorKind::resource_exhausted,
-          hooks_.site("recv_bytes", from, describe_message(header->tag, header->length)),
-          over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
-    }
-    park(in, from, *header, take_payload(local, in, *header, wait, "recv_bytes"));
+    park_next(local, in, *header, wait, "recv_bytes");
   }
 }
 
@@ -189,13 +191,7 @@ void PointToPoint::drain(int local, Inbound& in) {
   while (!stopping_.load(std::memory_order_relaxed) && in.ring.has_message() && !latch_.tripped()) {
     const auto header = in.ring.take_header(wait);
     if (!header) return;
-    if (!fits_under_cap(from, *header)) {
-      fail_hard(CollectiveError(
-          ErrorKind::resource_exhausted,
-          hooks_.site("receive", from, describe_message(header->tag, header->length)),
-          over_cap(from, *header, mailbox_), "receive them, or raise RLX_UNEXPECTED_BYTES"));
-    }
-    park(in, from, *header, take_payload(local, in, *header, wait, "receive"));
+    park_next(local, in, *header, wait, "receive");
   }
 }
 

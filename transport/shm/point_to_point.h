@@ -55,7 +55,10 @@ class PointToPoint {
   // waited for until `until`.
   std::optional<std::vector<std::byte>> take_parked(Inbound& in, int from, Tag tag,
                                                     Deadline until = {});
-  void park(Inbound& in, int from, const RingHeader& header, std::vector<std::byte> message);
+  // Moves the message whose header was just taken into the mailbox; fails
+  // the transport when that would pass RLX_UNEXPECTED_BYTES.
+  void park_next(int local, Inbound& in, const RingHeader& header, RingWait& wait,
+                 std::string_view operation);
   // Moves every whole message now in `from`'s ring to the mailbox; stops at
   // one that does not fit under the cap (which fails the transport).
   void drain(int local, Inbound& in);
