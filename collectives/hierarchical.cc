@@ -4,18 +4,10 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/cost_model.h"
-#include "collectives/subgroup_links.h"
 #include "transport/log.h"
 
 namespace rlx {
 namespace {
-
-// The rank at `index` of every host's group, in group order.
-std::vector<int> ranks_at(const SameHost& host, std::size_t index) {
-  std::vector<int> ranks;
-  for (const auto& group : host.groups()) ranks.push_back(group.at(index));
-  return ranks;
-}
 
 bool every_host_has(const SameHost& host, std::size_t ranks) {
   return std::all_of(host.groups().begin(), host.groups().end(),
@@ -28,7 +20,7 @@ void all_reduce_by_rails(Links& links, SameHost& host, const CollectiveCall& cal
   local.reduce_scatter_blocks(call, data);
   const BlockSplit split{data.count, local.local_size()};
   const int index = local.local_rank();
-  SubgroupLinks rail(links, ranks_at(host, static_cast<std::size_t>(index)));
+  Links& rail = host.across_hosts(links, static_cast<std::size_t>(index));
   CollectiveCall rail_call = call;
   rail_call.count = split.length(index);
   auto* block = static_cast<std::byte*>(data.data) + split.begin(index) * size_of(data.dtype);
@@ -41,8 +33,7 @@ void all_reduce_by_leaders(Links& links, SameHost& host, const CollectiveCall& c
   const std::vector<int>& group = host.group_of(links.rank());
   if (group.size() > 1) host.collectives().all_reduce(call, data);
   if (group.front() == links.rank()) {
-    SubgroupLinks leaders(links, ranks_at(host, 0));
-    all_reduce(leaders, call, data, tuning);
+    all_reduce(host.across_hosts(links, 0), call, data, tuning);
   }
   if (group.size() > 1) {
     CollectiveCall share = call;
@@ -84,8 +75,7 @@ void hierarchical_barrier(Links& links, SameHost& host, const CollectiveCall& ca
   const std::vector<int>& group = host.group_of(links.rank());
   if (group.size() > 1) host.collectives().barrier(call);
   if (group.front() == links.rank()) {
-    SubgroupLinks leaders(links, ranks_at(host, 0));
-    barrier_dissemination(leaders, call);
+    barrier_dissemination(host.across_hosts(links, 0), call);
   }
   if (group.size() > 1) host.collectives().barrier(call);
 }

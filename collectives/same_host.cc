@@ -216,6 +216,16 @@ bool SameHost::shares_memory_with(int rank) const {
                               group_index_[static_cast<std::size_t>(rank_)];
 }
 
+Links& SameHost::across_hosts(Links& parent, std::size_t index) {
+  auto& links = across_hosts_[index];
+  if (!links) {
+    std::vector<int> ranks;
+    for (const auto& group : groups_) ranks.push_back(group.at(index));
+    links = std::make_unique<SubgroupLinks>(parent, std::move(ranks));
+  }
+  return *links;
+}
+
 ShmCollectives& SameHost::collectives() { return local_->collectives; }
 
 shm::PointToPoint& SameHost::point_to_point() { return local_->point_to_point; }

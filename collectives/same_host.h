@@ -16,12 +16,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "collectives/shm_collectives.h"
+#include "collectives/subgroup_links.h"
 #include "collectives/tuning.h"
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
@@ -66,6 +68,10 @@ class SameHost {
   const CostModel& network_cost() const { return network_cost_; }
   const CostModel& shm_cost() const { return shm_cost_; }
 
+  // The ranks at `index` in every host's group (a rail; index 0: the
+  // leaders) as a Links over `parent`, made once and kept.
+  Links& across_hosts(Links& parent, std::size_t index);
+
   // Only when this rank has peers to share memory with (group size > 1).
   ShmCollectives& collectives();
   shm::PointToPoint& point_to_point();
@@ -89,7 +95,9 @@ class SameHost {
   std::unique_ptr<Local> local_;
   FailureLatch* latch_ = nullptr;
   CostModel network_cost_;
-  CostModel shm_cost_;  // set once it wakes this rank's sleepers
+  CostModel shm_cost_;
+  std::map<std::size_t, std::unique_ptr<SubgroupLinks>>
+      across_hosts_;  // set once it wakes this rank's sleepers
 };
 
 }  // namespace rlx
