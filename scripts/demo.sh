@@ -11,6 +11,6 @@ ranks=${1:-4}
 scripts/setup-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release
-echo "rlx demo: $ranks local ranks, default transport"
+echo "rlx demo: $ranks local ranks, default transport (tcp; ranks of one host share memory)"
 build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/tensor_parallel_mlp
 build/release/bin/rlxrun -n "$ranks" --timeout 300 build/release/examples/data_parallel_train
