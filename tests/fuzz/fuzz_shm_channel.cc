@@ -33,12 +33,12 @@ void ring_contents(const std::uint8_t* data, std::size_t size) {
   rlx::shm::MessageRing consumer = rlx::shm::MessageRing::attach(memory, kCapacity);
   // The fuzzer's bytes go in as one message's payload; the consumer takes
   // that message's header only, so it reads the payload as what follows.
-  rlx::shm::RingWait produce{.own = &bells[0], .other = &bells[1], .policy = {.spin = {}},
-                             .deadline = rlx::Clock::now()};
+  rlx::shm::RingWait produce{
+      .own = &bells[0], .other = &bells[1], .policy = {.spin = {}}, .deadline = rlx::Clock::now()};
   const auto payload = std::span(reinterpret_cast<const std::byte*>(data), size);
   if (size > kCapacity - 16 || !producer.send(0, payload, produce)) return;
-  rlx::shm::RingWait consume{.own = &bells[1], .other = &bells[0], .policy = {.spin = {}},
-                             .deadline = rlx::Clock::now()};
+  rlx::shm::RingWait consume{
+      .own = &bells[1], .other = &bells[0], .policy = {.spin = {}}, .deadline = rlx::Clock::now()};
   if (!consumer.take_header(consume)) std::abort();
   try {
     while (auto header = consumer.take_header(consume)) {
