@@ -11,6 +11,7 @@
 
 #include "launcher/local_process.h"
 #include "transport/launch_env.h"
+#include "transport/shm/segment.h"
 
 extern char** environ;
 
@@ -136,6 +137,9 @@ JobOutcome run_job(const JobSpec& spec) {
       if (fd >= 0) ::close(fd);
     }
   }
+  // As rlxrun does when a job ends: a rank that died between creating its
+  // shared-memory segment and its peers mapping it leaves nothing behind.
+  shm::remove_job_segments(shm::kDefaultDirectory, token);
   JobOutcome outcome;
   for (auto& r : ranks) outcome.ranks.push_back(std::move(r.outcome));
   outcome.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
