@@ -16,9 +16,6 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
   const std::size_t chunks = (split.length(0) + piece - 1) / piece;
   // The output's last write: past the caches, without reading the lines first.
   const bool streaming = shm::worth_streaming(split.count * element);
-  const auto write_out = [streaming](std::byte* to, const std::byte* from, std::size_t bytes) {
-    streaming ? shm::stream_copy(to, from, bytes) : void(std::memcpy(to, from, bytes));
-  };
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
     const std::uint64_t ticket = take_ticket(call);
     const Piece own = piece_of(split, me, chunk, piece);
@@ -29,13 +26,14 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
     // From the caller's input, not the slot: the peers read the slot right
     // now, and sharing those lines costs more than the input's second read
     // (1 MiB: 40-47 us against 64-79 us).
-    if (own.length > 0 && to != from) write_out(to, from, own.length * element);
+    if (own.length > 0 && to != from) shm::write_result(to, from, own.length * element, streaming);
     for (int j = 0; j < local_size(); ++j) {
       if (j == me) continue;
       wait_for(j, Phase::staged, ticket, call);
       const Piece p = piece_of(split, j, chunk, piece);
       if (p.length > 0) {
-        write_out(out_base + p.begin * element, node_.staging(j, ticket), p.length * element);
+        shm::write_result(out_base + p.begin * element, node_.staging(j, ticket),
+                          p.length * element, streaming);
       }
     }
     publish(Phase::done, ticket);

@@ -28,9 +28,6 @@ void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byt
   const std::size_t chunks = (split.length(0) + piece - 1) / piece;  // block 0 is the longest
   // The results' last write: past the caches, without reading the lines first.
   const bool streaming = shm::worth_streaming(split.count * element);
-  const auto write_out = [streaming](std::byte* to, const std::byte* from, std::size_t bytes) {
-    streaming ? shm::stream_copy(to, from, bytes) : void(std::memcpy(to, from, bytes));
-  };
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
     const std::uint64_t ticket = take_ticket(call);
     std::byte* mine = node_.staging(me, ticket);
@@ -50,8 +47,8 @@ void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byt
             j == me ? in + own.begin * element : node_.staging(j, ticket) + me * piece_bytes;
         return ConstElementSpan{from, own.length, call.dtype};
       });
-      write_out(my_out + (own.begin - split.begin(me)) * element,
-                static_cast<const std::byte*>(result.data), result.bytes());
+      shm::write_result(my_out + (own.begin - split.begin(me)) * element, result.data,
+                        result.bytes(), streaming);
     }
     if (gather_base != nullptr) {
       publish(Phase::reduced, ticket);
@@ -60,8 +57,9 @@ void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byt
         wait_for(j, Phase::reduced, ticket, call);
         const Piece p = piece_of(split, j, chunk, piece);
         if (p.length > 0) {
-          write_out(gather_base + p.begin * element, node_.staging(j, ticket) + j * piece_bytes,
-                    p.length * element);
+          shm::write_result(gather_base + p.begin * element,
+                            node_.staging(j, ticket) + j * piece_bytes, p.length * element,
+                            streaming);
         }
       }
     }

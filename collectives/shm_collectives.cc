@@ -6,7 +6,7 @@
 
 namespace rlx {
 
-using shm::RankControl;
+using Phase = shm::Progress;
 
 ShmCollectives::ShmCollectives(const shm::Node& node, const FailureLatch& latch,
                                std::chrono::milliseconds timeout, shm::SpinPolicy policy,
@@ -26,9 +26,7 @@ void ShmCollectives::fail_with(CollectiveError error) {
 void ShmCollectives::ring_peers() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (int peer = 0; peer < local_size(); ++peer) {
-    if (peer == local_rank()) continue;
-    shm::Doorbell& bell = node_.control(peer).bell;
-    if (bell.sleepers.load(std::memory_order_relaxed) > 0) bell.wake();
+    if (peer != local_rank()) node_.control(peer).bell.wake_if_sleeping();
   }
 }
 
@@ -107,20 +105,13 @@ std::uint64_t ShmCollectives::take_ticket(const CollectiveCall& call) {
 }
 
 void ShmCollectives::publish(Phase phase, std::uint64_t ticket) {
-  RankControl& mine = node_.control(local_rank());
-  auto& counter = phase == Phase::staged    ? mine.staged
-                  : phase == Phase::reduced ? mine.reduced
-                                            : mine.done;
-  counter.store(ticket + 1, std::memory_order_release);
+  node_.control(local_rank()).progress(phase).store(ticket + 1, std::memory_order_release);
   ring_peers();
 }
 
 void ShmCollectives::wait_for(int peer, Phase phase, std::uint64_t ticket,
                               const CollectiveCall& call) {
-  const RankControl& theirs = node_.control(peer);
-  const auto& counter = phase == Phase::staged    ? theirs.staged
-                        : phase == Phase::reduced ? theirs.reduced
-                                                  : theirs.done;
+  const auto& counter = node_.control(peer).progress(phase);
   const char* what = phase == Phase::staged    ? "staged its data"
                      : phase == Phase::reduced ? "reduced its block"
                                                : "finished reading";

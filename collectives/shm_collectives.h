@@ -108,7 +108,7 @@ class ShmCollectives {
 
   // The next ticket, once every peer finished reading the slot it reuses.
   std::uint64_t take_ticket(const CollectiveCall& call);
-  enum class Phase { staged, reduced, done };
+  using Phase = shm::Progress;
   void publish(Phase phase, std::uint64_t ticket);
   // Until local rank `peer` reached `ticket` in `phase`; throws at the deadline.
   void wait_for(int peer, Phase phase, std::uint64_t ticket, const CollectiveCall& call);

@@ -29,6 +29,11 @@ struct Doorbell {
   // After publishing news (any store the waiters poll): wakes whoever sleeps.
   void ring() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    wake_if_sleeping();
+  }
+  // ring() without its fence, for a publisher ringing several bells after
+  // one fence of its own.
+  void wake_if_sleeping() {
     if (sleepers.load(std::memory_order_relaxed) > 0) wake();
   }
   // Wakes every sleeper whether or not one was counted (a failure).

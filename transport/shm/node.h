@@ -45,14 +45,27 @@ struct NodeShape {
   std::size_t segment_bytes() const;
 };
 
-// The owner's progress through large collectives, in tickets: each chunk of
-// each collective takes the next ticket on every rank of the host.
+// How far a rank got with a chunk of a large collective: it staged its
+// pieces, reduced its own, finished reading everyone's.
+enum class Progress { staged, reduced, done };
+
+// The owner's doorbells, and its progress through large collectives in
+// tickets (each chunk of each collective takes the next ticket on every rank
+// of the host): per Progress, how many tickets it got that far with.
 struct RankControl {
-  alignas(64) Doorbell bell;                          // the rank's calling threads sleep here
-  alignas(64) Doorbell drain_bell;                    // its drain thread sleeps here
-  alignas(64) std::atomic<std::uint64_t> staged{0};   // tickets whose pieces it staged
-  alignas(64) std::atomic<std::uint64_t> reduced{0};  // tickets whose piece it reduced
-  alignas(64) std::atomic<std::uint64_t> done{0};     // tickets it finished reading
+  alignas(64) Doorbell bell;        // the rank's calling threads sleep here
+  alignas(64) Doorbell drain_bell;  // its drain thread sleeps here
+  struct alignas(64) Counter {      // a line each: others read it while it is written
+    std::atomic<std::uint64_t> tickets{0};
+  };
+  Counter progressed[3];
+
+  std::atomic<std::uint64_t>& progress(Progress p) {
+    return progressed[static_cast<int>(p)].tickets;
+  }
+  const std::atomic<std::uint64_t>& progress(Progress p) const {
+    return progressed[static_cast<int>(p)].tickets;
+  }
 };
 static_assert(sizeof(RankControl) <= NodeShape::kControlBytes);
 

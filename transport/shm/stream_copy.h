@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 
 namespace rlx::shm {
 
@@ -16,5 +17,11 @@ void stream_copy(void* to, const void* from, std::size_t bytes);
 // True when a collective over a buffer of `bytes` per rank should write it
 // with stream_copy: from half this machine's last-level cache up.
 bool worth_streaming(std::size_t bytes);
+
+// A collective's write into the caller's buffer: stream_copy when
+// `streaming` (worth_streaming of the whole buffer), else memcpy.
+inline void write_result(void* to, const void* from, std::size_t bytes, bool streaming) {
+  streaming ? stream_copy(to, from, bytes) : void(std::memcpy(to, from, bytes));
+}
 
 }  // namespace rlx::shm
