@@ -234,10 +234,17 @@ TEST(SendRecv, ToSelfAndToEveryRank) {
 
 // A receive waiting on one tag must not hold up another thread's receive of
 // another tag from the same peer, whichever of the two messages comes first.
+// Every rank's two receivers are in recv_bytes before anyone sends: a
+// barrier that each rank enters once its second thread has reached the
+// receive (a message to self marks that). No interleaving may fail; this one
+// makes each sender's first message the one the other thread waits for.
 TEST(SendRecv, TwoThreadsWaitOnTwoTagsOfOnePeerAtOnce) {
-  std::thread other(
-      [] { EXPECT_EQ(group().recv_bytes(left(), 21), pattern(left(), std::size_t{1} << 20, 21)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // both receives wait
+  std::thread other([] {
+    group().send_bytes(me(), 22, {});  // "about to receive": after this, recv_bytes
+    EXPECT_EQ(group().recv_bytes(left(), 21), pattern(left(), std::size_t{1} << 20, 21));
+  });
+  group().recv_bytes(me(), 22);
+  group().barrier();
   group().send_bytes(right(), 21, pattern(me(), std::size_t{1} << 20, 21));
   group().send_bytes(right(), 20, pattern(me(), 3000, 20));
   EXPECT_EQ(group().recv_bytes(left(), 20), pattern(left(), 3000, 20));
