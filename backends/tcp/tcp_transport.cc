@@ -149,6 +149,14 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::close_gracefully() {
   if (!links_) return;
+  // A rank that stops because a peer failed passes the cause on first, so
+  // ranks still waiting on it report that failure rather than a lost peer.
+  std::optional<CollectiveError> heard;
+  {
+    std::lock_guard lock(closed_mutex_);
+    heard = heard_failure_;
+  }
+  if (heard) send_abort(*heard);
   const Deadline deadline = Clock::now() + std::chrono::seconds(1);
   for (auto& channel : channels_) {
     if (!channel) continue;
@@ -181,8 +189,15 @@ std::uint16_t TcpTransport::listen_port() const { return listener_->port(); }
 void TcpTransport::fail(const CollectiveError& error, bool tell_peers) {
   if (!latch_.trip(std::make_exception_ptr(error))) return;
   mailbox_.fail(-1, std::make_exception_ptr(error));
+  {
+    std::lock_guard lock(closed_mutex_);
+    if (!tell_peers) heard_failure_ = error;
+  }
   closed_cv_.notify_all();
-  if (!tell_peers) return;
+  if (tell_peers) send_abort(error);
+}
+
+void TcpTransport::send_abort(const CollectiveError& error) {
   const std::string text = error.what();
   const Deadline deadline = Clock::now() + std::chrono::seconds(1);
   for (auto& channel : channels_) {

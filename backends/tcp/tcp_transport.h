@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -42,8 +43,10 @@ class TcpTransport final : public LinksTransport {
  private:
   struct Io;
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
-  // Records the failure; `tell_peers` sends it to every other rank first.
+  // Records the failure; `tell_peers` sends it to every other rank first. A
+  // failure heard from a peer is passed on only at close (close_gracefully).
   void fail(const CollectiveError& error, bool tell_peers);
+  void send_abort(const CollectiveError& error);
   // Pings every peer and names those whose progress thread does not answer
   // within a second (stopped or hung processes); for timeout messages.
   std::string describe_silent_peers();
@@ -59,6 +62,7 @@ class TcpTransport final : public LinksTransport {
   std::unique_ptr<LaneLinks> links_;
   std::mutex closed_mutex_;
   std::condition_variable closed_cv_;
+  std::optional<CollectiveError> heard_failure_;  // guarded by closed_mutex_
 };
 
 }  // namespace rlx::tcp

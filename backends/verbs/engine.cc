@@ -127,7 +127,14 @@ void Engine::fail(const CollectiveError& error, bool tell_peers) {
   mailbox_.fail(-1, pointer);
   ++mailbox_events_;
   progressed_.notify_all();
-  if (!tell_peers) return;
+  if (tell_peers) {
+    post_abort(error);
+  } else {
+    heard_failure_ = error;
+  }
+}
+
+void Engine::post_abort(const CollectiveError& error) {
   const std::string text = error.what();
   const auto bytes = std::as_bytes(std::span(text.data(), std::min(text.size(), kEagerPayload)));
   for (auto& owned : peers_) {
@@ -152,6 +159,10 @@ void Engine::fail_and_throw(const CollectiveError& error, bool tell_peers) {
 void Engine::close() {
   Caller caller(*this);
   closing_ = true;
+  // A rank that stops because a peer failed passes the cause on before its
+  // close: ranks still waiting on this one then report the failure itself,
+  // not a lost peer (its close can overtake the first abort on their links).
+  if (heard_failure_) post_abort(*heard_failure_);
   for (auto& owned : peers_) {
     Peer& p = *owned;
     if (p.ready && !p.closed && can_post_eager(p, true)) {

@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -138,8 +139,10 @@ class Engine {
   Peer& peer(int rank, std::string_view operation);
   ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
   // Records the transport's first fatal error; `tell_peers` sends it to every
-  // other rank first (an abort). Lock held.
+  // other rank first (an abort). A failure heard from a peer is told to the
+  // others only at close (see close()). Lock held.
   void fail(const CollectiveError& error, bool tell_peers);
+  void post_abort(const CollectiveError& error);
   void violation(Peer& p, const std::string& what);
   [[noreturn]] void fail_and_throw(const CollectiveError& error, bool tell_peers);
   std::string pending_description() const;
@@ -159,7 +162,8 @@ class Engine {
   std::condition_variable progressed_;
   std::vector<SendState> sends_;  // the current collective step's, reused
   bool closing_ = false;
-  std::uint64_t mailbox_events_ = 0;  // deliveries and failures, for receivers
+  std::optional<CollectiveError> heard_failure_;  // tripped the latch, not yet passed on
+  std::uint64_t mailbox_events_ = 0;              // deliveries and failures, for receivers
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};
