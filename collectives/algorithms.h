@@ -50,6 +50,12 @@ void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan d
 // Copies `data` of rank call.root to every rank (binomial tree).
 void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
 
+// `input` holds n blocks of call.count elements, block j for rank j; block
+// i of `output` receives rank i's block for this rank. `input` may be
+// `output` (in place: the input is copied to links.scratch() first).
+void all_to_all(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                ElementSpan output);
+
 // Dissemination barrier: ceil(log2 n) rounds, no rank leaves before all entered.
 void barrier_dissemination(Links& links, const CollectiveCall& call);
 

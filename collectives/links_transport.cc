@@ -84,6 +84,24 @@ void LinksTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan outpu
   rlx::reduce_scatter(links(), call, input, output);
 }
 
+void LinksTransport::do_broadcast(ElementSpan data, int root) {
+  CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
+  call.root = root;
+  if (route() == Route::shared_memory) {
+    return same_host_->collectives().broadcast(call, data, root);
+  }
+  rlx::broadcast(links(), call, data);
+}
+
+void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
+  const CollectiveCall call = next_call(CollectiveKind::all_to_all, ReduceOp::sum, input.dtype,
+                                        input.count / static_cast<std::size_t>(world_size()));
+  if (route() == Route::shared_memory) {
+    return same_host_->collectives().all_to_all(call, input, output);
+  }
+  rlx::all_to_all(links(), call, input, output);
+}
+
 void LinksTransport::do_barrier() {
   const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
   switch (route()) {

@@ -51,6 +51,8 @@ class LinksTransport : public Transport {
   void do_all_reduce(ElementSpan data, ReduceOp op) final;
   void do_all_gather(ConstElementSpan input, ElementSpan output) final;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;
+  void do_broadcast(ElementSpan data, int root) final;
+  void do_all_to_all(ConstElementSpan input, ElementSpan output) final;
   void do_barrier() final;
 
  private:

@@ -70,6 +70,8 @@ class ShmCollectives {
   void barrier(const CollectiveCall& call);
   // Copies local rank `root`'s `data` to every local rank.
   void broadcast(const CollectiveCall& call, ElementSpan data, int root);
+  // As Transport::all_to_all (blocks of call.count elements), in place too.
+  void all_to_all(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
 
   // The halves of all_reduce, for hierarchical collectives: afterwards block
   // local_rank() (of split {data.count, local_size()}) of `data` holds the
@@ -99,6 +101,9 @@ class ShmCollectives {
   // its place in every rank's `out_base`, and theirs to this rank's.
   void gather_pipelined(const CollectiveCall& call, const std::byte* my_block, std::byte* out_base,
                         BlockSplit split);
+  // Pipelined all-to-all of blocks of `block` bytes (`in` may be `out`).
+  void exchange_pipelined(const CollectiveCall& call, const std::byte* in, std::byte* out,
+                          std::size_t block);
   // Elements of block `part` of `split` in chunk `chunk` of `piece` elements.
   struct Piece {
     std::size_t begin = 0;

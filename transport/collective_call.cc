@@ -14,6 +14,8 @@ std::string_view name_of(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::barrier:
       return "barrier";
+    case CollectiveKind::all_to_all:
+      return "all_to_all";
   }
   return "unknown collective";
 }
@@ -24,7 +26,11 @@ std::string CollectiveCall::describe() const {
   if (kind == CollectiveKind::all_reduce || kind == CollectiveKind::reduce_scatter) {
     text.append(" ").append(name_of(op));
   }
-  if (kind != CollectiveKind::barrier) text.append(" of ").append(describe_elements(count, dtype));
+  if (kind == CollectiveKind::all_to_all) {
+    text.append(" of blocks of ").append(describe_elements(count, dtype));
+  } else if (kind != CollectiveKind::barrier) {
+    text.append(" of ").append(describe_elements(count, dtype));
+  }
   if (kind == CollectiveKind::broadcast) text.append(" from rank ").append(std::to_string(root));
   if (sequence >= kSetupSequence) {
     return text.append(", set-up call #").append(std::to_string(sequence - kSetupSequence));

@@ -18,6 +18,7 @@ enum class CollectiveKind : std::uint8_t {
   reduce_scatter = 3,
   broadcast = 4,
   barrier = 5,
+  all_to_all = 6,
 };
 
 std::string_view name_of(CollectiveKind kind);
@@ -31,7 +32,9 @@ struct CollectiveCall {
   CollectiveKind kind = CollectiveKind::barrier;
   ReduceOp op = ReduceOp::sum;
   Dtype dtype = Dtype::u8;
-  std::uint64_t count = 0;     // elements per rank (all_gather: each rank's contribution)
+  // Elements per rank (all_gather: each rank's contribution; all_to_all: one
+  // block, what each rank sends each rank).
+  std::uint64_t count = 0;
   std::uint64_t sequence = 0;  // how many collectives this group ran before
   std::int32_t root = -1;      // broadcast only
 
@@ -44,7 +47,7 @@ struct CollectiveCall {
 // posted in shared memory) name a collective kind, a reduction and a dtype.
 inline bool valid_call_fields(std::uint8_t kind, std::uint8_t op, std::uint8_t dtype) {
   return kind >= static_cast<std::uint8_t>(CollectiveKind::all_reduce) &&
-         kind <= static_cast<std::uint8_t>(CollectiveKind::barrier) &&
+         kind <= static_cast<std::uint8_t>(CollectiveKind::all_to_all) &&
          op <= static_cast<std::uint8_t>(ReduceOp::max) && is_valid_dtype(dtype);
 }
 

@@ -187,6 +187,52 @@ void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, Reduc
   do_reduce_scatter(input, output, op);
 }
 
+void Transport::broadcast(ElementSpan data, int root) {
+  check_elements("broadcast", data.data, data.count, data.dtype);
+  check_peer(root, "broadcast");
+  if (world_size_ == 1) return;
+  CollectiveScope running(*this, "broadcast");
+  do_broadcast(data, root);
+}
+
+void Transport::check_all_to_all(ConstElementSpan input, ElementSpan output) const {
+  check_elements("all_to_all", input.data, input.count, input.dtype);
+  check_elements("all_to_all", output.data, output.count, output.dtype);
+  const auto sizes = [&] {
+    return "input " + describe_elements(input.count, input.dtype) + ", output " +
+           describe_elements(output.count, output.dtype);
+  };
+  if (input.dtype != output.dtype || input.count != output.count) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "input and output must hold the same number of elements of one dtype");
+  }
+  if (input.count % static_cast<std::size_t>(world_size_) != 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "the input must hold world_size (" + std::to_string(world_size_) +
+                              ") blocks of equal size");
+  }
+  const auto* in = static_cast<const std::byte*>(input.data);
+  const auto* out = static_cast<const std::byte*>(output.data);
+  const std::size_t bytes = input.bytes();
+  if (bytes > 0 && in != out && in < out + bytes && out < in + bytes) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "input and output overlap without being the same buffer",
+                          "pass one buffer as both (in place) or two separate ones");
+  }
+}
+
+void Transport::all_to_all(ConstElementSpan input, ElementSpan output) {
+  check_all_to_all(input, output);
+  if (world_size_ == 1) {
+    if (input.count > 0 && input.data != output.data) {
+      std::memcpy(output.data, input.data, input.bytes());
+    }
+    return;
+  }
+  CollectiveScope running(*this, "all_to_all");
+  do_all_to_all(input, output);
+}
+
 void Transport::barrier() {
   if (world_size_ == 1) return;
   CollectiveScope running(*this, "barrier");

@@ -110,6 +110,15 @@ class Transport {
   // elements (the reduce half of a ring all-reduce, as in ZeRO or sharded
   // optimisers). Reduction rules as all_reduce.
   void reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op);
+  // Copies rank `root`'s `data` into every other rank's `data` (the same
+  // count and dtype on every rank, as every argument of every collective).
+  void broadcast(ElementSpan data, int root);
+  // Personalised exchange: `input` holds world_size() blocks of equal size,
+  // block j for rank j; afterwards block i of `output` is what rank i's
+  // input held for this rank (MPI_Alltoall). `input` and `output` hold the
+  // same number of elements of one dtype, and are the same buffer (in place)
+  // or do not overlap.
+  void all_to_all(ConstElementSpan input, ElementSpan output);
   // Returns once every rank has entered the barrier.
   void barrier();
 
@@ -127,6 +136,15 @@ class Transport {
     all_gather(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
   }
+  template <Element T, std::size_t N>
+  void broadcast(std::span<T, N> data, int root) {
+    broadcast(ElementSpan::of(std::span<T>(data)), root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void all_to_all(std::span<const T, N> input, std::span<T, M> output) {
+    all_to_all(ConstElementSpan::of(std::span<const T>(input)),
+               ElementSpan::of(std::span<T>(output)));
+  }
 
   // An ErrorSite naming this rank, for backends and algorithms building errors.
   ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
@@ -140,6 +158,9 @@ class Transport {
   virtual void do_all_reduce(ElementSpan data, ReduceOp op) = 0;
   virtual void do_all_gather(ConstElementSpan input, ElementSpan output) = 0;
   virtual void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) = 0;
+  virtual void do_broadcast(ElementSpan data, int root) = 0;
+  // `input` and `output` are the same buffer or do not overlap.
+  virtual void do_all_to_all(ConstElementSpan input, ElementSpan output) = 0;
   virtual void do_barrier() = 0;
 
  private:
@@ -159,6 +180,8 @@ class Transport {
   // output's): same dtypes, those sizes, no null buffer unless empty.
   void check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
                     bool gathers) const;
+  // Equal sizes and dtypes, world_size blocks, and no partial overlap.
+  void check_all_to_all(ConstElementSpan input, ElementSpan output) const;
 
   int rank_;
   int world_size_;

@@ -23,9 +23,12 @@ std::string_view mpi_call_of(const WatchedCall& watched) {
       return "MPI_Allgather";
     case CollectiveKind::reduce_scatter:
       return "MPI_Reduce_scatter_block";
+    case CollectiveKind::broadcast:
+      return "MPI_Bcast";
+    case CollectiveKind::all_to_all:
+      return "MPI_Alltoall";
     case CollectiveKind::all_reduce:
     case CollectiveKind::barrier:
-    case CollectiveKind::broadcast:
       break;
   }
   return "MPI_Allreduce";

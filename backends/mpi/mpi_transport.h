@@ -9,8 +9,9 @@
 // all call (call_agreement.h: one MPI_Allreduce of a 64-bit cell, which
 // carries 4-byte calls whole), so a mismatch fails every rank with
 // ErrorKind::mismatch before any data moves; calls that agree then run MPI's
-// blocking MPI_Allreduce (in place), MPI_Allgather and
-// MPI_Reduce_scatter_block, and a barrier is the agreement alone. Calls over
+// blocking MPI_Allreduce (in place), MPI_Allgather,
+// MPI_Reduce_scatter_block, MPI_Bcast and MPI_Alltoall, and a barrier is the
+// agreement alone. Calls over
 // max_message_bytes go in pieces, so MPI's int counts never overflow. Each
 // MPI call runs under a watchdog (watchdog.h): a blocking MPI call cannot be
 // interrupted, so when one has not returned after timeout() the watchdog
@@ -65,6 +66,8 @@ class MpiTransport final : public Transport, private Releasable {
   void do_all_reduce(ElementSpan data, ReduceOp op) override;
   void do_all_gather(ConstElementSpan input, ElementSpan output) override;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
+  void do_broadcast(ElementSpan data, int root) override;
+  void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
   void do_barrier() override;
 
  private:
@@ -104,6 +107,19 @@ class MpiTransport final : public Transport, private Releasable {
                         const CollectiveCall& call);
   void all_gather_in_pieces(const void* send, std::byte* output, std::size_t per_rank,
                             const CollectiveCall& call);
+  // Runs `mpi_call` (returning MPI's code) under the watchdog; a failure
+  // breaks the transport and throws, naming `name`.
+  template <class MpiCall>
+  void run_watched(const CollectiveCall& call, const char* name, MpiCall&& mpi_call) {
+    int code = MPI_SUCCESS;
+    {
+      WatchedScope watch(watchdog_, {.call = call});
+      code = mpi_call();
+    }
+    if (code != MPI_SUCCESS) [[unlikely]] {
+      throw break_with(mpi_error(code, site(call.describe()), name));
+    }
+  }
 
   const MpiOptions options_;
   std::array<std::size_t, std::size(kAllDtypes)> piece_elements_{};  // [dtype]: elements per call

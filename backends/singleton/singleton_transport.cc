@@ -32,6 +32,8 @@ std::vector<std::byte> SingletonTransport::do_recv_bytes(int from, Tag tag) {
 void SingletonTransport::do_all_reduce(ElementSpan, ReduceOp) {}
 void SingletonTransport::do_all_gather(ConstElementSpan, ElementSpan) {}
 void SingletonTransport::do_reduce_scatter(ConstElementSpan, ElementSpan, ReduceOp) {}
+void SingletonTransport::do_broadcast(ElementSpan, int) {}
+void SingletonTransport::do_all_to_all(ConstElementSpan, ElementSpan) {}
 void SingletonTransport::do_barrier() {}
 
 }  // namespace rlx

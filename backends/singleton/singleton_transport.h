@@ -22,6 +22,8 @@ class SingletonTransport final : public Transport {
   void do_all_reduce(ElementSpan data, ReduceOp op) override;
   void do_all_gather(ConstElementSpan input, ElementSpan output) override;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
+  void do_broadcast(ElementSpan data, int root) override;
+  void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
   void do_barrier() override;
 
  private:

@@ -2,6 +2,7 @@
 // processes (rlxrun -n N for tcp and verbs, mpirun -np N for mpi). Every rank
 // runs every case in the same order and checks its own results against a
 // reference it computes independently, so any rank's failure fails the job.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -195,6 +197,95 @@ INSTANTIATE_TEST_SUITE_P(EveryDtype, ReduceScatter,
                                   std::string(name_of(std::get<1>(test.param)));
                          });
 
+// What rank `from` holds at element k of its block for rank `to`: every
+// (sender, receiver, position) its own value, exact in every dtype but bool.
+template <class T>
+T personal_value(int from, int to, std::size_t k) {
+  return testing::small_integer_as<T>(static_cast<std::int64_t>(
+      (static_cast<std::size_t>(from) * 31 + static_cast<std::size_t>(to) * 7 + k) % 97));
+}
+
+class Broadcast : public ::testing::TestWithParam<Dtype> {};
+
+TEST_P(Broadcast, EveryRankGetsTheRootsDataFromEveryRoot) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count : interesting_counts()) {
+      // Every root for small buffers; the first and the last for large.
+      for (int root = 0; root<n(); root += count> 5000 ? std::max(n() - 1, 1) : 1) {
+        std::unique_ptr<T[]> data(new T[count + 1]);
+        for (std::size_t i = 0; i < count; ++i) data[i] = personal_value<T>(me(), me(), i);
+        group().broadcast(ElementSpan{data.get(), count, GetParam()}, root);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < count; ++i)
+          wrong += !(data[i] == personal_value<T>(root, root, i));
+        EXPECT_EQ(wrong, 0u) << "count " << count << ", root " << root;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, Broadcast, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+TEST(BroadcastLarge, SixtyFourMebibytesFromTheLastRank) {
+  std::vector<float> data(std::size_t{16} << 20, static_cast<float>(me()));
+  for (std::size_t i = 0; i < data.size(); i += 4099) data[i] = static_cast<float>(i + me());
+  group().broadcast(std::span(data), n() - 1);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < data.size(); ++i) {
+    wrong += data[i] != static_cast<float>(i % 4099 == 0 ? i + (n() - 1) : n() - 1);
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
+// Runs an all-to-all of blocks of `block` elements (in place or not) and
+// returns how many output elements are wrong.
+template <class T>
+std::size_t wrong_after_all_to_all(std::size_t block, bool in_place) {
+  const auto ranks = static_cast<std::size_t>(n());
+  std::vector<T> input(block * ranks), separate(in_place ? 0 : block * ranks);
+  for (std::size_t j = 0; j < ranks; ++j) {
+    for (std::size_t k = 0; k < block; ++k) {
+      input[j * block + k] = personal_value<T>(me(), static_cast<int>(j), k);
+    }
+  }
+  std::vector<T>& output = in_place ? input : separate;
+  group().all_to_all(ConstElementSpan{input.data(), input.size(), dtype_of<T>},
+                     ElementSpan{output.data(), output.size(), dtype_of<T>});
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < ranks; ++i) {
+    for (std::size_t k = 0; k < block; ++k) {
+      wrong += !(output[i * block + k] == personal_value<T>(static_cast<int>(i), me(), k));
+    }
+  }
+  return wrong;
+}
+
+class AllToAll : public ::testing::TestWithParam<Dtype> {};
+
+TEST_P(AllToAll, BlockJGoesToRankJ) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {  // std::vector<bool> has no data()
+      for (std::size_t block : {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{4099},
+                                std::size_t{70001}}) {
+        EXPECT_EQ(wrong_after_all_to_all<T>(block, false), 0u) << "block " << block;
+        EXPECT_EQ(wrong_after_all_to_all<T>(block, true), 0u) << "block " << block << " in place";
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, AllToAll, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+TEST(AllToAllLarge, SixtyFourMebibytesInAll) {
+  const std::size_t block = (std::size_t{16} << 20) / static_cast<std::size_t>(n());
+  EXPECT_EQ(wrong_after_all_to_all<float>(block, false), 0u);
+  EXPECT_EQ(wrong_after_all_to_all<std::int32_t>(block, true), 0u);
+}
+
 std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
   std::vector<std::byte> bytes(size);
   for (std::size_t i = 0; i < size; ++i) {
@@ -357,6 +448,28 @@ TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
                                ElementSpan{x.data(), 4, Dtype::f32}, static_cast<ReduceOp>(200));
       },
       "is not a ReduceOp");
+  expect_invalid([&] { group().broadcast(std::span(x), n()); }, "does not exist");
+  expect_invalid(
+      [&] {
+        group().all_to_all(ConstElementSpan{y.data(), y.size(), Dtype::f32},
+                           ElementSpan{x.data(), 4, Dtype::f32});
+      },
+      "the same number of elements");
+  const std::size_t ranks = static_cast<std::size_t>(n());
+  expect_invalid(
+      [&] {
+        group().all_to_all(ConstElementSpan{y.data(), 2 * ranks, Dtype::f32},
+                           ElementSpan{y.data() + 1, 2 * ranks, Dtype::f32});
+      },
+      "overlap without being the same buffer");
+  if (n() > 1) {
+    expect_invalid(
+        [&] {
+          group().all_to_all(ConstElementSpan{y.data(), ranks + 1, Dtype::f32},
+                             ElementSpan{y.data() + 2 * ranks, ranks + 1, Dtype::f32});
+        },
+        "blocks of equal size");
+  }
   expect_group_usable();
 }
 

@@ -9,6 +9,10 @@
 //   fault_program mismatch_by_one rank 1 all_sums one element more than the
 //                                 rest's RLX_MISMATCH_COUNT (default 1000)
 //   fault_program mismatch_gather rank 0 all_gathers, the rest all_sum
+//   fault_program mismatch_root   rank 1 broadcasts from rank 1, the rest from rank 0
+//                                 (then a barrier: where a root finished, it fails there)
+//   fault_program mismatch_all_to_all  rank 1 all_to_alls blocks one element
+//                                 longer than the rest's
 //   fault_program message_over_cap  (2 ranks, RLX_UNEXPECTED_BYTES=1048576) rank 0
 //                                 sends 8 MiB that rank 1 already waits for, then 8 MiB
 //                                 nobody waits for yet
@@ -227,6 +231,16 @@ int main(int argc, char** argv) {
                         }
                       },
                       {"all_gather", "all_reduce sum"});
+  } else if (mode == "mismatch_root") {
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] { group->broadcast(std::span(data), rank == 1 ? 1 : 0); },
+                      {"from rank 0", "from rank 1"});
+  } else if (mode == "mismatch_all_to_all") {
+    const std::size_t block = rank == 1 ? 101 : 100;
+    std::vector<float> blocks(block * static_cast<std::size_t>(group->world_size()), 1.0f);
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] { group->all_to_all(std::span<const float>(blocks), std::span(blocks)); },
+                      {"all_to_all of blocks of 100 x f32", "all_to_all of blocks of 101 x f32"});
   } else if (mode == "message_over_cap") {
     ok = message_over_cap(*group);
   } else if (mode == "peer_killed") {

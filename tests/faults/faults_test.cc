@@ -46,10 +46,12 @@ TEST(Faults, DifferentCollectivesFailEveryRankWithAMismatch) {
   EXPECT_NE(describe(job).find("barrier"), std::string::npos);
 }
 
-// Calls that differ only in dtype, op, one element or the collective: every
+// Calls that differ only in dtype, op, one element, the collective, the
+// broadcast's root or the all-to-all's block: every
 // rank fails with a mismatch naming both calls (fault_program checks the words).
 TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
-  for (const char* mode : {"mismatch_dtype", "mismatch_op", "mismatch_by_one", "mismatch_gather"}) {
+  for (const char* mode : {"mismatch_dtype", "mismatch_op", "mismatch_by_one", "mismatch_gather",
+                           "mismatch_root", "mismatch_all_to_all"}) {
     const JobOutcome job = run_fault_mode(mode, 3, {"RLX_TIMEOUT_S=60"});
     for (const auto& rank : job.ranks) {
       EXPECT_TRUE(rank.exited_ok()) << mode << "\n" << describe(job);

@@ -125,6 +125,42 @@ TEST_P(AllGather, InPiecesWhenLongerThanOneMessage) {
 INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGather, ::testing::ValuesIn(kAllDtypes),
                          [](const auto& test) { return std::string(name_of(test.param)); });
 
+TEST(Broadcast, InPiecesWhenLongerThanOneMessage) {
+  for (std::size_t count : {std::size_t{64}, std::size_t{65}, std::size_t{1001}}) {
+    for (int root = 0; root < n(); ++root) {
+      std::vector<std::int32_t> data(count);
+      for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::int32_t>(i) * 10 + me();
+      small_messages().broadcast(std::span(data), root);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < count; ++i)
+        wrong += data[i] != static_cast<std::int32_t>(i) * 10 + root;
+      EXPECT_EQ(wrong, 0u) << "count " << count << ", root " << root;
+    }
+  }
+}
+
+TEST(AllToAll, InPiecesWhenABlockIsLongerThanOneMessage) {
+  for (bool in_place : {false, true}) {
+    for (std::size_t block : {std::size_t{64}, std::size_t{65}, std::size_t{1001}}) {
+      const auto ranks = static_cast<std::size_t>(n());
+      std::vector<std::int32_t> input(block * ranks), separate(block * ranks);
+      for (std::size_t i = 0; i < input.size(); ++i)
+        input[i] = static_cast<std::int32_t>(i) * 10 + me();
+      std::vector<std::int32_t>& output = in_place ? input : separate;
+      small_messages().all_to_all(std::span<const std::int32_t>(input), std::span(output));
+      std::size_t wrong = 0;
+      for (std::size_t from = 0; from < ranks; ++from) {
+        for (std::size_t k = 0; k < block; ++k) {
+          const std::size_t sent_at = static_cast<std::size_t>(me()) * block + k;
+          wrong += output[from * block + k] !=
+                   static_cast<std::int32_t>(sent_at) * 10 + static_cast<std::int32_t>(from);
+        }
+      }
+      EXPECT_EQ(wrong, 0u) << "block " << block << (in_place ? " in place" : "");
+    }
+  }
+}
+
 std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
   std::vector<std::byte> bytes(size);
   for (std::size_t i = 0; i < size; ++i) {
