@@ -15,6 +15,8 @@ namespace {
 constexpr const char* kAllReduce = "collective.all_reduce";
 constexpr const char* kAllGather = "collective.all_gather";
 constexpr const char* kReduceScatter = "collective.reduce_scatter";
+constexpr const char* kBroadcast = "collective.broadcast";
+constexpr const char* kAllToAll = "collective.all_to_all";
 
 // Groups by id; id 0 is the default group (unset until rlx::init sets it).
 struct GroupTable {
@@ -69,6 +71,36 @@ Attrs parse_attrs(std::string_view text, std::string_view op, bool with_reductio
                 (with_reduction ? "'<sum|prod|min|max> <group id>'" : "'<group id>'"));
   }
   return attrs;
+}
+
+struct RootedAttrs {
+  int root = 0;
+  int group = 0;
+};
+
+// "<root> <group>" for broadcast; the root must be a rank of the group.
+RootedAttrs parse_rooted_attrs(std::string_view text, std::string_view op) {
+  std::istringstream in{std::string(text)};
+  RootedAttrs attrs;
+  if (!(in >> attrs.root >> attrs.group) || !(in >> std::ws).eof()) {
+    throw Error(std::string(op) + ": attributes '" + std::string(text) +
+                "': expected '<root rank> <group id>'");
+  }
+  const int size = group_at(attrs.group, op)->world_size();
+  if (attrs.root < 0 || attrs.root >= size) {
+    throw Error(std::string(op) + ": root " + std::to_string(attrs.root) +
+                " is not a rank of group " + std::to_string(attrs.group) + " (size " +
+                std::to_string(size) + ")");
+  }
+  return attrs;
+}
+
+ConstElementSpan elements_of(const Array& x) {
+  return {x.raw_data(), static_cast<std::size_t>(x.size()), x.dtype()};
+}
+
+ElementSpan elements_of(Array& x) {
+  return {x.raw_mutable_data(), static_cast<std::size_t>(x.size()), x.dtype()};
 }
 
 Shape gathered_shape(const Shape& shape, int world_size, std::string_view op) {
@@ -168,6 +200,43 @@ Array reduce_scatter_kernel(std::span<const Array> inputs, std::string_view text
       });
 }
 
+Array broadcast_kernel(std::span<const Array> inputs, std::string_view text) {
+  const RootedAttrs attrs = parse_rooted_attrs(text, kBroadcast);
+  auto group = group_at(attrs.group, kBroadcast);
+  const Array& x = inputs[0];
+  if (group->world_size() == 1) return x;
+  return make_custom(kBroadcast, x.shape(), x.dtype(), {x},
+                     [group, root = attrs.root](std::span<const Array> in, Array& out) {
+                       if (out.nbytes() > 0) {
+                         std::memcpy(out.raw_mutable_data(), in[0].raw_data(), out.nbytes());
+                       }
+                       group->broadcast(elements_of(out), root);
+                     });
+}
+
+Array all_to_all_kernel(std::span<const Array> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kAllToAll, false);
+  auto group = group_at(attrs.group, kAllToAll);
+  const Array& x = inputs[0];
+  scattered_shape(x.shape(), group->world_size(), kAllToAll);  // axis 0 in equal blocks
+  if (group->world_size() == 1) return x;
+  return make_custom(kAllToAll, x.shape(), x.dtype(), {x},
+                     [group](std::span<const Array> in, Array& out) {
+                       group->all_to_all(elements_of(in[0]), elements_of(out));
+                     });
+}
+
+Shape broadcast_shape(std::span<const Shape> inputs, std::string_view text) {
+  parse_rooted_attrs(text, kBroadcast);
+  return inputs[0];
+}
+
+Shape all_to_all_shape(std::span<const Shape> inputs, std::string_view text) {
+  const Attrs attrs = parse_attrs(text, kAllToAll, false);
+  scattered_shape(inputs[0], group_at(attrs.group, kAllToAll)->world_size(), kAllToAll);
+  return inputs[0];
+}
+
 Shape reduce_scatter_shape(std::span<const Shape> inputs, std::string_view text) {
   const Attrs attrs = parse_attrs(text, kReduceScatter, true);
   return scattered_shape(inputs[0], group_at(attrs.group, kReduceScatter)->world_size(),
@@ -196,6 +265,10 @@ void register_collective_ops() {
         {.name = kReduceScatter, .num_inputs = 1, .infer_shape = reduce_scatter_shape});
     register_array_kernel(kAllGather, all_gather_kernel);
     register_array_kernel(kReduceScatter, reduce_scatter_kernel);
+    register_op_extension({.name = kBroadcast, .num_inputs = 1, .infer_shape = broadcast_shape});
+    register_op_extension({.name = kAllToAll, .num_inputs = 1, .infer_shape = all_to_all_shape});
+    register_array_kernel(kBroadcast, broadcast_kernel);
+    register_array_kernel(kAllToAll, all_to_all_kernel);
   });
 }
 
@@ -242,6 +315,22 @@ Array reduce_scatter(const Array& x, ReduceOp op, std::shared_ptr<Transport> gro
   const int id = group ? group_id(group) : 0;
   const Array inputs[] = {x};
   return find_array_kernel(kReduceScatter)->operator()(inputs, collective_attrs(op, id));
+}
+
+Array broadcast(const Array& x, int root, std::shared_ptr<Transport> group) {
+  register_collective_ops();
+  const int id = group ? group_id(group) : 0;
+  const Array inputs[] = {x};
+  return find_array_kernel(kBroadcast)
+      ->
+      operator()(inputs, std::to_string(root) + " " + std::to_string(id));
+}
+
+Array all_to_all(const Array& x, std::shared_ptr<Transport> group) {
+  register_collective_ops();
+  const int id = group ? group_id(group) : 0;
+  const Array inputs[] = {x};
+  return find_array_kernel(kAllToAll)->operator()(inputs, std::to_string(id));
 }
 
 }  // namespace rlx::distributed

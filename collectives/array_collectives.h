@@ -13,6 +13,8 @@
 //   collective.all_reduce      same shape; attrs "sum|prod|min|max <group>"
 //   collective.all_gather      axis 0 multiplied by the group size; attrs "<group>"
 //   collective.reduce_scatter  axis 0 divided by the group size; attrs "sum|prod|min|max <group>"
+//   collective.broadcast       same shape; attrs "<root rank> <group>"
+//   collective.all_to_all      same shape, axis 0 in group-size blocks; attrs "<group>"
 #pragma once
 
 #include <memory>
@@ -46,5 +48,10 @@ Array all_gather(const Array& x, std::shared_ptr<Transport> group = nullptr);
 // length must divide by the group size): rows [rank * m, (rank + 1) * m).
 Array reduce_scatter(const Array& x, ReduceOp op = ReduceOp::sum,
                      std::shared_ptr<Transport> group = nullptr);
+// Rank `root`'s x on every rank (the same shape and dtype on every rank).
+Array broadcast(const Array& x, int root, std::shared_ptr<Transport> group = nullptr);
+// Axis 0 cut into group-size blocks: block j goes to rank j, and block i of
+// the result is what rank i sent this rank (mixture-of-experts routing).
+Array all_to_all(const Array& x, std::shared_ptr<Transport> group = nullptr);
 
 }  // namespace rlx::distributed

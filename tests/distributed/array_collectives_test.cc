@@ -139,6 +139,30 @@ TEST(ArrayCollectives, AllGatherConcatenatesAlongAxisZeroInRankOrder) {
   for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(values[i], static_cast<int>(i / 6));
 }
 
+TEST(ArrayCollectives, BroadcastGivesEveryRankTheRootsArray) {
+  const int n = group()->world_size();
+  const Array mine = full({3, 2}, static_cast<double>(group()->rank() + 10), Dtype::i32);
+  const Array from_last = distributed::broadcast(mine, n - 1);
+  for (std::int32_t v : from_last.to_vector<std::int32_t>()) EXPECT_EQ(v, n - 1 + 10);
+  EXPECT_THROW(distributed::broadcast(mine, n), Error);
+  EXPECT_THROW(custom_op("collective.broadcast", {mine}, "0"), Error);
+}
+
+TEST(ArrayCollectives, AllToAllSendsBlockJToRankJ) {
+  const int n = group()->world_size(), me = group()->rank();
+  // Row j of rank r's input holds 100 r + j: the row it sends to rank j.
+  std::vector<std::int32_t> rows;
+  for (int j = 0; j < n; ++j) rows.insert(rows.end(), {100 * me + j, 100 * me + j});
+  const Array mine = Array::from(rows, {n, 2});
+  const Array routed = distributed::all_to_all(mine);
+  ASSERT_EQ(routed.shape(), (Shape{n, 2}));
+  const auto values = routed.to_vector<std::int32_t>();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(values[2 * static_cast<std::size_t>(i)], 100 * i + me);
+  if (n > 1) {
+    EXPECT_THROW(distributed::all_to_all(ones({n + 1})), ShapeError);
+  }
+}
+
 TEST(ArrayCollectives, BadAttributesAreClearErrors) {
   const Array x = ones({2});
   EXPECT_THROW(custom_op("collective.all_reduce", {x}, "average 0"), Error);
