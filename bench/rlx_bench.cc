@@ -20,6 +20,13 @@ class RlxComm {
                        std::span(out, count * static_cast<std::size_t>(size())));
   }
   void barrier() { group_->barrier(); }
+  void broadcast(float* data, std::size_t count, int root) {
+    group_->broadcast(std::span(data, count), root);
+  }
+  void all_to_all(const float* in, float* out, std::size_t count) {
+    const std::size_t total = count * static_cast<std::size_t>(size());
+    group_->all_to_all(std::span(in, total), std::span(out, total));
+  }
   void send(int peer, const std::byte* data, std::size_t bytes) {
     group_->send_bytes(peer, 1, {data, bytes});
   }

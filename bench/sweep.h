@@ -7,7 +7,8 @@
 // time is the slowest rank's mean per iteration (what the job waits for);
 // min(us) the fastest rank's. GB = 1e9 bytes. algbw = size / time. busbw =
 // algbw x 2(n-1)/n for all_sum, x (n-1)/n for all_gather (whose size is the
-// gathered output), x 1 for sendrecv (time is half a round trip); barrier
+// gathered output) and all_to_all (size: one rank's whole input), x 1 for
+// broadcast (from rank 0) and sendrecv (time is half a round trip); barrier
 // reports time only.
 #pragma once
 
@@ -22,7 +23,7 @@
 
 namespace rlx::bench {
 
-enum class Op { all_sum, all_gather, barrier, sendrecv };
+enum class Op { all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all };
 
 inline const char* name_of(Op op) {
   switch (op) {
@@ -34,6 +35,10 @@ inline const char* name_of(Op op) {
       return "barrier";
     case Op::sendrecv:
       return "sendrecv";
+    case Op::broadcast:
+      return "broadcast";
+    case Op::all_to_all:
+      return "all_to_all";
   }
   return "?";
 }
@@ -75,10 +80,12 @@ inline std::size_t parse_size(std::string_view text) {
 }
 
 inline Op parse_op(std::string_view text) {
-  for (Op op : {Op::all_sum, Op::all_gather, Op::barrier, Op::sendrecv}) {
+  for (Op op :
+       {Op::all_sum, Op::all_gather, Op::barrier, Op::sendrecv, Op::broadcast, Op::all_to_all}) {
     if (text == name_of(op)) return op;
   }
-  std::fprintf(stderr, "unknown op '%.*s': all_sum, all_gather, barrier, sendrecv\n",
+  std::fprintf(stderr,
+               "unknown op '%.*s': all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all\n",
                static_cast<int>(text.size()), text.data());
   std::exit(2);
 }
@@ -116,7 +123,8 @@ inline SweepOptions parse_sweep_options(int argc, char** argv, const char* defau
       o.label = value();
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--op all_sum|all_gather|barrier|sendrecv] [-b MIN] [-e MAX] "
+                   "usage: %s [--op all_sum|all_gather|barrier|sendrecv|broadcast|all_to_all] [-b "
+                   "MIN] [-e MAX] "
                    "[-f FACTOR] [--seconds S] [--iters N] [--warmup N] [--csv] [--label L]\n",
                    argv[0]);
       std::exit(2);
@@ -139,6 +147,7 @@ inline double bus_factor(Op op, int n) {
     case Op::all_sum:
       return 2.0 * (n - 1) / n;
     case Op::all_gather:
+    case Op::all_to_all:
       return static_cast<double>(n - 1) / n;
     default:
       return 1.0;

@@ -7,6 +7,9 @@
 //   void send(int peer, const std::byte* data, std::size_t bytes);
 //   void recv(int peer, std::byte* data, std::size_t bytes);
 //   double max(double value);                                  // across ranks
+// and, where the system has them (else those ops print no rows):
+//   void broadcast(float* data, std::size_t count, int root);
+//   void all_to_all(const float* in, float* out, std::size_t count_per_block);
 //
 // Per size: one verified run (#wrong), a warm-up, a probe that sizes the
 // iteration count to the time budget (agreed across ranks), then the timed
@@ -27,6 +30,12 @@ class Sweep {
   // A driver that only moves bytes (the TCP ceiling) says so with
   // `static constexpr bool kMovesOnly = true;` and is not verified.
   static constexpr bool kComputes = !requires { Comm::kMovesOnly; };
+  static constexpr bool kBroadcasts = requires(Comm & c, float* f) {
+    c.broadcast(f, std::size_t{}, 0);
+  };
+  static constexpr bool kExchanges = requires(Comm & c, float* f) {
+    c.all_to_all(f, f, std::size_t{});
+  };
 
  public:
   Sweep(Comm& comm, const SweepOptions& options) : comm_(comm), o_(options) {}
@@ -51,14 +60,14 @@ class Sweep {
  private:
   bool applicable(std::size_t size) const {
     const auto n = static_cast<std::size_t>(comm_.size());
-    if (o_.op == Op::all_gather) return size % (n * sizeof(float)) == 0;
+    if (o_.op == Op::broadcast && !kBroadcasts) return false;
+    if (o_.op == Op::all_to_all && !kExchanges) return false;
+    if (o_.op == Op::all_gather || o_.op == Op::all_to_all) return size % (n * sizeof(float)) == 0;
     if (o_.op == Op::sendrecv) return comm_.size() >= 2;
     return o_.op == Op::barrier || size % sizeof(float) == 0;
   }
 
-  const char* type() const {
-    return o_.op == Op::all_sum || o_.op == Op::all_gather ? "f32" : "u8";
-  }
+  const char* type() const { return o_.op == Op::barrier || o_.op == Op::sendrecv ? "u8" : "f32"; }
 
   std::size_t per_rank(std::size_t size) const {
     return size / sizeof(float) / static_cast<std::size_t>(comm_.size());
@@ -74,6 +83,12 @@ class Sweep {
         return comm_.barrier();
       case Op::sendrecv:
         return ping_pong(size);
+      case Op::broadcast:
+        if constexpr (kBroadcasts) comm_.broadcast(data_.data(), size / sizeof(float), 0);
+        return;
+      case Op::all_to_all:
+        if constexpr (kExchanges) comm_.all_to_all(data_.data(), out_.data(), per_rank(size));
+        return;
     }
   }
 
@@ -104,6 +119,21 @@ class Sweep {
       comm_.all_gather(data_.data(), out_.data(), count);
       for (std::size_t i = 0; i < count * static_cast<std::size_t>(n); ++i) {
         wrong += out_[i] != static_cast<float>(i / count);
+      }
+    } else if (o_.op == Op::broadcast) {
+      const std::size_t count = size / sizeof(float);
+      std::fill_n(data_.begin(), count, static_cast<float>(r + 1));
+      once(size);
+      for (std::size_t i = 0; i < count; ++i) wrong += data_[i] != 1.0f;
+    } else if (o_.op == Op::all_to_all) {
+      // Block j of rank r holds r * n + j; block i received holds i * n + r.
+      const std::size_t count = per_rank(size);
+      for (std::size_t i = 0; i < count * static_cast<std::size_t>(n); ++i) {
+        data_[i] = static_cast<float>(r * n + static_cast<int>(i / count));
+      }
+      once(size);
+      for (std::size_t i = 0; i < count * static_cast<std::size_t>(n); ++i) {
+        wrong += out_[i] != static_cast<float>(static_cast<int>(i / count) * n + r);
       }
     } else {
       once(size);

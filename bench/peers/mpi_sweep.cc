@@ -1,6 +1,6 @@
 // The sweep over plain Open MPI (MPI_Allreduce, MPI_Allgather, MPI_Barrier,
-// MPI_Send/Recv): the reference rlx is measured against. Which Open MPI path
-// runs is mpirun's choice (--mca btl tcp,self forces TCP).
+// MPI_Send/Recv, MPI_Bcast, MPI_Alltoall): the reference rlx is measured against. Which Open MPI
+// path runs is mpirun's choice (--mca btl tcp,self forces TCP).
 #include <mpi.h>
 
 #include "bench/sweep_driver.h"
@@ -27,6 +27,13 @@ class MpiComm {
                   MPI_COMM_WORLD);
   }
   void barrier() { MPI_Barrier(MPI_COMM_WORLD); }
+  void broadcast(float* data, std::size_t count, int root) {
+    MPI_Bcast(data, static_cast<int>(count), MPI_FLOAT, root, MPI_COMM_WORLD);
+  }
+  void all_to_all(const float* in, float* out, std::size_t count) {
+    MPI_Alltoall(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT,
+                 MPI_COMM_WORLD);
+  }
   void send(int peer, const std::byte* data, std::size_t bytes) {
     MPI_Send(data, static_cast<int>(bytes), MPI_BYTE, peer, 1, MPI_COMM_WORLD);
   }
