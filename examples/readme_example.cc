@@ -7,7 +7,8 @@
 int main() {
   auto group = rlx::init();  // rlxrun/mpirun's group, or a group of one
   std::vector<float> grad(1024, float(group->rank() + 1));
-  group->all_sum(std::span(grad));  // in place, across every rank
+  group->broadcast(std::span(grad), /*root=*/0);  // every rank starts from rank 0's
+  group->all_sum(std::span(grad));                // in place, across every rank
 
   std::vector<int> ranks(group->world_size());
   const int me = group->rank();
