@@ -232,8 +232,13 @@ int main(int argc, char** argv) {
                       },
                       {"all_gather", "all_reduce sum"});
   } else if (mode == "mismatch_root") {
+    // A root needs nothing from the others, so over the network it may finish
+    // before they find the mismatch: its next call reports it.
     ok = expect_error(rlx::ErrorKind::mismatch,
-                      [&] { group->broadcast(std::span(data), rank == 1 ? 1 : 0); },
+                      [&] {
+                        group->broadcast(std::span(data), rank == 1 ? 1 : 0);
+                        group->barrier();
+                      },
                       {"from rank 0", "from rank 1"});
   } else if (mode == "mismatch_all_to_all") {
     const std::size_t block = rank == 1 ? 101 : 100;
