@@ -31,8 +31,7 @@ class RlxComm {
     group_->send_bytes(peer, 1, {data, bytes});
   }
   void recv(int peer, std::byte* data, std::size_t bytes) {
-    const auto message = group_->recv_bytes(peer, 1);
-    std::copy_n(message.begin(), std::min(bytes, message.size()), data);
+    group_->recv_bytes_into(peer, 1, {data, bytes});
   }
   double max(double value) {
     group_->all_reduce(std::span(&value, 1), rlx::ReduceOp::max);

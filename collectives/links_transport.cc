@@ -55,6 +55,16 @@ std::vector<std::byte> LinksTransport::do_recv_bytes(int from, Tag tag) {
   return recv_over_network(from, tag);
 }
 
+std::size_t LinksTransport::do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                               std::size_t element) {
+  if (!same_host_ || !same_host_->shares_memory_with(from)) {
+    return Transport::do_recv_bytes_into(from, tag, into, element);
+  }
+  auto received = same_host_->point_to_point().recv_into(from, tag, into, element);
+  if (!received.whole) return received.length;
+  return place_or_keep(from, tag, std::move(*received.whole), into, element);
+}
+
 void LinksTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
   const CollectiveCall call = next_call(CollectiveKind::all_reduce, op, data.dtype, data.count);
   switch (route()) {

@@ -48,6 +48,8 @@ class LinksTransport : public Transport {
 
   void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) final;
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) final;
+  std::size_t do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                 std::size_t element) final;
   void do_all_reduce(ElementSpan data, ReduceOp op) final;
   void do_all_gather(ConstElementSpan input, ElementSpan output) final;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;

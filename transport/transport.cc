@@ -126,7 +126,66 @@ void Transport::send_bytes(int to, Tag tag, std::span<const std::byte> payload) 
 std::vector<std::byte> Transport::recv_bytes(int from, Tag tag) {
   check_peer(from, "recv_bytes");
   check_tag(tag, "recv_bytes");
+  if (auto kept = take_kept(from, tag)) return std::move(*kept);
   return do_recv_bytes(from, tag);
+}
+
+std::size_t Transport::recv_bytes_into(int from, Tag tag, std::span<std::byte> into) {
+  return receive_into(from, tag, into, 1);
+}
+
+std::size_t Transport::receive_into(int from, Tag tag, std::span<std::byte> into,
+                                    std::size_t element) {
+  check_peer(from, "recv_bytes_into");
+  check_tag(tag, "recv_bytes_into");
+  if (into.data() == nullptr && !into.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument,
+                          site("recv_bytes_into", from, format_bytes(into.size())),
+                          "the buffer is null but its length is not 0");
+  }
+  if (auto kept = take_kept(from, tag))
+    return place_or_keep(from, tag, std::move(*kept), into, element);
+  return do_recv_bytes_into(from, tag, into, element);
+}
+
+std::size_t Transport::do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                          std::size_t element) {
+  return place_or_keep(from, tag, do_recv_bytes(from, tag), into, element);
+}
+
+std::size_t Transport::place_or_keep(int from, Tag tag, std::vector<std::byte> message,
+                                     std::span<std::byte> into, std::size_t element) {
+  const std::size_t length = message.size();
+  if (message_fits(length, into.size(), element)) {
+    if (length > 0) std::memcpy(into.data(), message.data(), length);
+    return length;
+  }
+  {
+    std::lock_guard lock(kept_mutex_);
+    kept_[{from, tag}].push_front(std::move(message));
+    kept_count_.fetch_add(1, std::memory_order_release);
+  }
+  const bool longer = length > into.size();
+  throw CollectiveError(
+      ErrorKind::invalid_argument,
+      site("recv_bytes_into", from, "tag " + std::to_string(tag) + ", " + format_bytes(length)),
+      "the message of " + std::to_string(length) + " bytes " +
+          (longer ? "is longer than the buffer of " + std::to_string(into.size()) + " bytes"
+                  : "is not a whole number of " + std::to_string(element) + "-byte elements"),
+      "it is kept for the next receive from rank " + std::to_string(from) +
+          " with this tag: receive it into a buffer that fits, or with recv_bytes");
+}
+
+std::optional<std::vector<std::byte>> Transport::take_kept(int from, Tag tag) {
+  if (kept_count_.load(std::memory_order_acquire) == 0) return std::nullopt;
+  std::lock_guard lock(kept_mutex_);
+  const auto queue = kept_.find({from, tag});
+  if (queue == kept_.end() || queue->second.empty()) return std::nullopt;
+  std::vector<std::byte> message = std::move(queue->second.front());
+  queue->second.pop_front();
+  if (queue->second.empty()) kept_.erase(queue);
+  kept_count_.fetch_sub(1, std::memory_order_release);
+  return message;
 }
 
 void Transport::all_reduce(ElementSpan data, ReduceOp op) {

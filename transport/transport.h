@@ -30,9 +30,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -74,6 +80,12 @@ struct ElementSpan {
 using Tag = std::uint32_t;
 inline constexpr Tag kMaxTag = (Tag{1} << 24) - 1;
 
+// True when a message of `length` bytes fits a receive buffer of `capacity`
+// bytes that takes whole elements of `element` bytes.
+inline bool message_fits(std::size_t length, std::size_t capacity, std::size_t element) {
+  return length <= capacity && length % element == 0;
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -97,6 +109,24 @@ class Transport {
   void send_bytes(int to, Tag tag, std::span<const std::byte> payload);
   // Receives the oldest message from rank `from` with `tag`, waiting up to timeout().
   std::vector<std::byte> recv_bytes(int from, Tag tag);
+  // The same into the caller's buffer (no allocation; over shared memory the
+  // bytes go from the ring straight into `into`); returns the message's
+  // length. A message longer than `into` fails with invalid_argument and
+  // stays queued: the next receive from `from` with `tag` gets it.
+  std::size_t recv_bytes_into(int from, Tag tag, std::span<std::byte> into);
+  // Typed point-to-point: `values`' bytes, received into a buffer of T; recv
+  // returns how many elements arrived. A message that is longer than `into`
+  // or not whole elements fails with invalid_argument and stays queued.
+  template <class T, std::size_t N>
+  requires Element<std::remove_const_t<T>>
+  void send(int to, Tag tag, std::span<T, N> values) {
+    send_bytes(to, tag, std::as_bytes(std::span<const T>(values)));
+  }
+  template <Element T, std::size_t N>
+  std::size_t recv(int from, Tag tag, std::span<T, N> into) {
+    return receive_into(from, tag, std::as_writable_bytes(std::span<T>(into)), sizeof(T)) /
+           sizeof(T);
+  }
 
   // Reduces `data` elementwise across ranks, in place. 16-bit floats are
   // accumulated in float; bool reduces as logical or (sum, max) / and (prod, min).
@@ -154,6 +184,17 @@ class Transport {
 
   virtual void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) = 0;
   virtual std::vector<std::byte> do_recv_bytes(int from, Tag tag) = 0;
+  // Receives the next message into `into` when it fits and
+  // returns its length (message_fits); otherwise passes it to place_or_keep, which keeps it
+  // for the next receive and throws. The default receives with do_recv_bytes
+  // and copies; a backend that can receive in place overrides it.
+  virtual std::size_t do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                         std::size_t element);
+  // Copies `message` into `into` and returns its length when it fits; else
+  // keeps it, whole, for the next receive from `from` with `tag`, and throws
+  // invalid_argument naming both sizes.
+  std::size_t place_or_keep(int from, Tag tag, std::vector<std::byte> message,
+                            std::span<std::byte> into, std::size_t element);
   // Only called with world_size() > 1 and validated arguments.
   virtual void do_all_reduce(ElementSpan data, ReduceOp op) = 0;
   virtual void do_all_gather(ConstElementSpan input, ElementSpan output) = 0;
@@ -167,6 +208,12 @@ class Transport {
   // Marks a collective as running on this transport for one scope; throws
   // when another one already is (two threads sharing one transport).
   class CollectiveScope;
+
+  // recv_bytes_into and recv: `into` takes whole `element`s.
+  std::size_t receive_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  // A message kept by place_or_keep, oldest first; none without a lock when
+  // nothing is kept.
+  std::optional<std::vector<std::byte>> take_kept(int from, Tag tag);
 
   void check_peer(int peer, std::string_view operation) const;
   void check_tag(Tag tag, std::string_view operation) const;
@@ -188,6 +235,9 @@ class Transport {
   std::string backend_;
   std::chrono::milliseconds timeout_;
   std::atomic<bool> collective_running_{false};
+  std::atomic<std::size_t> kept_count_{0};
+  std::mutex kept_mutex_;
+  std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> kept_;
 };
 
 }  // namespace rlx

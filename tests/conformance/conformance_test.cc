@@ -286,6 +286,10 @@ TEST(AllToAllLarge, SixtyFourMebibytesInAll) {
   EXPECT_EQ(wrong_after_all_to_all<std::int32_t>(block, true), 0u);
 }
 
+template <class Call>
+void expect_invalid(Call call, const std::string& fragment);
+void expect_group_usable();
+
 std::vector<std::byte> pattern(int sender, std::size_t size, Tag tag) {
   std::vector<std::byte> bytes(size);
   for (std::size_t i = 0; i < size; ++i) {
@@ -301,6 +305,47 @@ TEST(SendRecv, NeighbourExchangeOfEverySizeNeverDeadlocks) {
     group().send_bytes(right(), 1, pattern(me(), size, 1));
     EXPECT_EQ(group().recv_bytes(left(), 1), pattern(left(), size, 1)) << size;
   }
+}
+
+TEST(SendRecv, IntoTheCallersBufferAtEverySize) {
+  std::vector<std::byte> buffer((std::size_t{64} << 20) + 16);
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{4095}, std::size_t{1} << 20,
+                           std::size_t{64} << 20}) {
+    group().send_bytes(right(), 2, pattern(me(), size, 2));
+    const std::size_t got = group().recv_bytes_into(left(), 2, buffer);
+    ASSERT_EQ(got, size);
+    EXPECT_TRUE(std::equal(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(size),
+                           pattern(left(), size, 2).begin()))
+        << size;
+  }
+}
+
+TEST(SendRecv, TypedSendAndReceiveCountElements) {
+  std::vector<double> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.5 * static_cast<double>(i + me());
+  group().send(right(), 4, std::span(values));
+  std::vector<double> received(2000, -1.0);
+  ASSERT_EQ(group().recv(left(), 4, std::span(received)), values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    ASSERT_EQ(received[i], 0.5 * static_cast<double>(i + left()));
+  }
+  EXPECT_EQ(received[values.size()], -1.0);  // nothing written past the message
+}
+
+// A receive whose buffer cannot take the message fails on the receiving rank
+// only, and the message is not lost: the next receive of that tag gets it.
+TEST(SendRecv, AMessageThatDoesNotFitIsKeptForTheNextReceive) {
+  group().send_bytes(right(), 6, pattern(me(), 100, 6));
+  group().send_bytes(right(), 6, pattern(me(), 12, 6));
+  std::vector<std::byte> small(50);
+  expect_invalid([&] { group().recv_bytes_into(left(), 6, small); }, "longer than the buffer");
+  std::vector<double> doubles(10);
+  EXPECT_EQ(group().recv_bytes(left(), 6), pattern(left(), 100, 6));  // the kept one, first
+  expect_invalid([&] { group().recv(left(), 6, std::span(doubles)); }, "whole number of 8-byte");
+  std::vector<std::byte> exact(12);
+  EXPECT_EQ(group().recv_bytes_into(left(), 6, exact), 12u);
+  EXPECT_EQ(exact, pattern(left(), 12, 6));
+  expect_group_usable();
 }
 
 TEST(SendRecv, TagsAreIndependentAndFifoWithinATag) {
@@ -452,7 +497,7 @@ TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
   expect_invalid(
       [&] {
         group().all_to_all(ConstElementSpan{y.data(), y.size(), Dtype::f32},
-                           ElementSpan{x.data(), 4, Dtype::f32});
+                           ElementSpan{x.data(), 3, Dtype::f32});
       },
       "the same number of elements");
   const std::size_t ranks = static_cast<std::size_t>(n());

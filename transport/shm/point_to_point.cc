@@ -1,5 +1,6 @@
 #include "transport/shm/point_to_point.h"
 
+#include <cstring>
 #include <limits>
 
 #include "transport/log.h"
@@ -103,7 +104,14 @@ std::vector<std::byte> PointToPoint::take_payload(int local, Inbound& in, const 
                         "cannot allocate " + format_bytes(header.length) +
                             " for a message from rank " + std::to_string(from)));
   }
-  if (in.ring.take_payload(message, wait)) return message;
+  read_payload(local, in, header, wait, operation, message);
+  return message;
+}
+
+void PointToPoint::read_payload(int local, Inbound& in, const RingHeader& header, RingWait& wait,
+                                std::string_view operation, std::span<std::byte> into) {
+  if (in.ring.take_payload(into, wait)) return;
+  const int from = node_.world_rank(local);
   latch_.rethrow_if_tripped(
       hooks_.site(operation, from, describe_message(header.tag, header.length)));
   fail_hard(CollectiveError(
@@ -136,6 +144,23 @@ void PointToPoint::park_next(int local, Inbound& in, const RingHeader& header, R
 }
 
 std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
+  return std::move(*receive(from, tag, Target{}).whole);
+}
+
+PointToPoint::Received PointToPoint::recv_into(int from, Tag tag, std::span<std::byte> into,
+                                               std::size_t element) {
+  return receive(from, tag, Target{into, element, true});
+}
+
+PointToPoint::Received PointToPoint::place(std::vector<std::byte> message,
+                                           const Target& target) const {
+  const std::size_t length = message.size();
+  if (!target.takes(length)) return {length, std::move(message)};
+  if (length > 0) std::memcpy(target.into.data(), message.data(), length);
+  return {length, std::nullopt};
+}
+
+PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
   const int local = node_.local_of(from);
   Inbound& in = *inbound_[static_cast<std::size_t>(local)];
   in.receiving.fetch_add(1, std::memory_order_seq_cst);
@@ -162,19 +187,26 @@ std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
   std::unique_lock lock(in.consumer, std::try_to_lock);
   while (!lock.owns_lock()) {
     const auto slice = std::min(wait.until(), Clock::now() + std::chrono::milliseconds(1));
-    if (auto message = take_parked(in, from, tag, slice)) return std::move(*message);
+    if (auto message = take_parked(in, from, tag, slice)) return place(std::move(*message), target);
     if (Clock::now() >= wait.until()) throw timed_out();
     lock.try_lock();
   }
-  if (auto message = take_parked(in, from, tag)) return std::move(*message);
+  if (auto message = take_parked(in, from, tag)) return place(std::move(*message), target);
   // A reader that failed mid-message (the drainer) broke the channel; the
   // failure it recorded is the answer.
   latch_.rethrow_if_tripped(wait.site());
   for (;;) {
     const auto header = in.ring.take_header(wait);
     if (!header) throw timed_out();
-    if (header->tag == tag) return take_payload(local, in, *header, wait, "recv_bytes");
-    park_next(local, in, *header, wait, "recv_bytes");
+    if (header->tag != tag) {
+      park_next(local, in, *header, wait, "recv_bytes");
+      continue;
+    }
+    if (!target.takes(header->length)) {
+      return {header->length, take_payload(local, in, *header, wait, "recv_bytes")};
+    }
+    read_payload(local, in, *header, wait, "recv_bytes", target.into.first(header->length));
+    return {header->length, std::nullopt};
   }
 }
 

@@ -44,10 +44,29 @@ class PointToPoint {
   // `to` and `from` are job ranks on this host (node.local_of(peer) >= 0).
   void send(int to, Tag tag, std::span<const std::byte> payload);
   std::vector<std::byte> recv(int from, Tag tag);
+  // The next message from `from` with `tag`: read straight from the ring into
+  // `into` when it fits (message_fits), else returned whole.
+  struct Received {
+    std::size_t length = 0;
+    std::optional<std::vector<std::byte>> whole;  // set when it did not fit
+  };
+  Received recv_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
 
  private:
   struct Inbound;
   struct Outbound;
+
+  // Where a receive puts a message: `into` when it fits, else a vector.
+  struct Target {
+    std::span<std::byte> into;
+    std::size_t element = 1;
+    bool in_place = false;
+    bool takes(std::size_t length) const {
+      return in_place && message_fits(length, into.size(), element);
+    }
+  };
+  Received receive(int from, Tag tag, Target target);
+  Received place(std::vector<std::byte> message, const Target& target) const;
 
   RingWait wait_for(int local) const;
   // A message from `from` with `tag` that a reader of its ring parked in the
@@ -67,6 +86,8 @@ class PointToPoint {
   // when the sender stops mid-message.
   std::vector<std::byte> take_payload(int local, Inbound& in, const RingHeader& header,
                                       RingWait& wait, std::string_view operation);
+  void read_payload(int local, Inbound& in, const RingHeader& header, RingWait& wait,
+                    std::string_view operation, std::span<std::byte> into);
   // True when a message nobody waits for yet fits under RLX_UNEXPECTED_BYTES
   // (one a receiver waits for in the Mailbox always does).
   bool fits_under_cap(int from, const RingHeader& header) const;
