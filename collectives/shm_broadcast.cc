@@ -1,10 +1,17 @@
 // Broadcast among the ranks of one host: the root's data rides inline in its
 // call line when it fits, else streams through the root's staging slots.
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/shm_collectives.h"
 
 namespace rlx {
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kMinChunk = std::size_t{16} << 10;
+
+}  // namespace
 
 void ShmCollectives::broadcast(const CollectiveCall& call, ElementSpan data, int root) {
   auto* bytes = static_cast<std::byte*>(data.data);
@@ -20,9 +27,12 @@ void ShmCollectives::broadcast(const CollectiveCall& call, ElementSpan data, int
     return;
   }
   open_call(call, {});
-  const std::size_t slot = node_.shape().slot_bytes;
-  for (std::size_t offset = 0; offset < data.bytes(); offset += slot) {
-    const std::size_t length = std::min(slot, data.bytes() - offset);
+  // At least 4 chunks, so the readers' copies overlap the root's: 1 MiB at
+  // 2 ranks took 42-44 us in 64 KiB chunks against 52-57 us in 256 KiB ones.
+  const std::size_t chunk = std::clamp<std::size_t>(data.bytes() / 4 / kPage * kPage, kMinChunk,
+                                                    node_.shape().slot_bytes);
+  for (std::size_t offset = 0; offset < data.bytes(); offset += chunk) {
+    const std::size_t length = std::min(chunk, data.bytes() - offset);
     const std::uint64_t ticket = take_ticket(call);
     if (is_root) {
       std::memcpy(node_.staging(root, ticket), bytes + offset, length);
