@@ -57,24 +57,25 @@ void Transport::check_tag(Tag tag, std::string_view operation) const {
   }
 }
 
-class Transport::CollectiveScope {
- public:
-  CollectiveScope(Transport& transport, std::string_view operation)
-      : running_(transport.collective_running_) {
-    if (running_.exchange(true, std::memory_order_acquire)) {
-      throw CollectiveError(ErrorKind::invalid_argument, transport.site(operation),
-                            "another collective is running on this transport",
-                            "collectives on one transport must not run concurrently: issue them "
-                            "from one thread (or give each thread its own group)");
-    }
-  }
-  ~CollectiveScope() { running_.store(false, std::memory_order_release); }
-  CollectiveScope(const CollectiveScope&) = delete;
-  CollectiveScope& operator=(const CollectiveScope&) = delete;
+CollectiveError Transport::refused(std::string_view operation) const {
+  return CollectiveError(ErrorKind::invalid_argument, site(operation),
+                         "another collective is running on this transport",
+                         "collectives on one transport must not run concurrently: issue them "
+                         "from one thread (or give each thread its own group)");
+}
 
- private:
-  std::atomic<bool>& running_;
-};
+Request Transport::submit_collective(std::string_view operation, std::function<void()> work) {
+  return stream_.submit([this, operation = std::string(operation), work = std::move(work)] {
+    CollectiveScope running(*this, operation);
+    work();
+  });
+}
+
+void Transport::stop_background_collectives() {
+  stream_.stop(std::make_exception_ptr(
+      CollectiveError(ErrorKind::backend_unavailable, site("close"),
+                      "the transport was closed before this non-blocking collective started")));
+}
 
 void Transport::check_payload(std::span<const std::byte> payload,
                               std::string_view operation) const {
@@ -186,116 +187,6 @@ std::optional<std::vector<std::byte>> Transport::take_kept(int from, Tag tag) {
   if (queue->second.empty()) kept_.erase(queue);
   kept_count_.fetch_sub(1, std::memory_order_release);
   return message;
-}
-
-void Transport::all_reduce(ElementSpan data, ReduceOp op) {
-  check_elements("all_reduce", data.data, data.count, data.dtype);
-  check_op("all_reduce", op);
-  if (world_size_ == 1) return;
-  CollectiveScope running(*this, "all_reduce");
-  do_all_reduce(data, op);
-}
-
-void Transport::check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
-                             bool gathers) const {
-  check_elements(operation, input.data, input.count, input.dtype);
-  check_elements(operation, output.data, output.count, output.dtype);
-  // Built only for an error: formatting costs more than a small collective.
-  const auto sizes = [&] {
-    return "input " + describe_elements(input.count, input.dtype) + ", output " +
-           describe_elements(output.count, output.dtype);
-  };
-  if (input.dtype != output.dtype) {
-    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
-                          "input and output dtypes differ");
-  }
-  const std::size_t block = gathers ? input.count : output.count;
-  const std::size_t blocks = gathers ? output.count : input.count;
-  if (blocks / static_cast<std::size_t>(world_size_) != block ||
-      blocks % static_cast<std::size_t>(world_size_) != 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
-                          std::string(gathers ? "the output" : "the input") +
-                              " must hold world_size x " + (gathers ? "input" : "output") +
-                              " elements (" + std::to_string(world_size_) + " x " +
-                              std::to_string(block) + ")");
-  }
-}
-
-void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
-  check_blocks("all_gather", input, output, /*gathers=*/true);
-  if (world_size_ == 1) {
-    if (input.count > 0 && input.data != output.data) {
-      std::memmove(output.data, input.data, input.bytes());
-    }
-    return;
-  }
-  CollectiveScope running(*this, "all_gather");
-  do_all_gather(input, output);
-}
-
-void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  check_blocks("reduce_scatter", input, output, /*gathers=*/false);
-  check_op("reduce_scatter", op);
-  if (world_size_ == 1) {
-    if (output.count > 0 && input.data != output.data) {
-      std::memmove(output.data, input.data, output.bytes());
-    }
-    return;
-  }
-  CollectiveScope running(*this, "reduce_scatter");
-  do_reduce_scatter(input, output, op);
-}
-
-void Transport::broadcast(ElementSpan data, int root) {
-  check_elements("broadcast", data.data, data.count, data.dtype);
-  check_peer(root, "broadcast");
-  if (world_size_ == 1) return;
-  CollectiveScope running(*this, "broadcast");
-  do_broadcast(data, root);
-}
-
-void Transport::check_all_to_all(ConstElementSpan input, ElementSpan output) const {
-  check_elements("all_to_all", input.data, input.count, input.dtype);
-  check_elements("all_to_all", output.data, output.count, output.dtype);
-  const auto sizes = [&] {
-    return "input " + describe_elements(input.count, input.dtype) + ", output " +
-           describe_elements(output.count, output.dtype);
-  };
-  if (input.dtype != output.dtype || input.count != output.count) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
-                          "input and output must hold the same number of elements of one dtype");
-  }
-  if (input.count % static_cast<std::size_t>(world_size_) != 0) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
-                          "the input must hold world_size (" + std::to_string(world_size_) +
-                              ") blocks of equal size");
-  }
-  const auto* in = static_cast<const std::byte*>(input.data);
-  const auto* out = static_cast<const std::byte*>(output.data);
-  const std::size_t bytes = input.bytes();
-  if (bytes > 0 && in != out && in < out + bytes && out < in + bytes) {
-    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
-                          "input and output overlap without being the same buffer",
-                          "pass one buffer as both (in place) or two separate ones");
-  }
-}
-
-void Transport::all_to_all(ConstElementSpan input, ElementSpan output) {
-  check_all_to_all(input, output);
-  if (world_size_ == 1) {
-    if (input.count > 0 && input.data != output.data) {
-      std::memcpy(output.data, input.data, input.bytes());
-    }
-    return;
-  }
-  CollectiveScope running(*this, "all_to_all");
-  do_all_to_all(input, output);
-}
-
-void Transport::barrier() {
-  if (world_size_ == 1) return;
-  CollectiveScope running(*this, "barrier");
-  do_barrier();
 }
 
 }  // namespace rlx

@@ -31,6 +31,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -42,7 +43,9 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "transport/collective_stream.h"
 #include "transport/errors.h"
+#include "transport/request.h"
 
 namespace rlx {
 
@@ -152,6 +155,22 @@ class Transport {
   // Returns once every rank has entered the barrier.
   void barrier();
 
+  // Non-blocking collectives: the same checks as the blocking calls, on this
+  // thread, then the collective runs in the background and the Request says
+  // when it completed (wait(), test()). The buffers must stay valid and
+  // untouched until then. Collectives of one transport run in the order they
+  // were issued, blocking and non-blocking alike (a blocking one issued while
+  // some are pending waits for them), so every rank must issue them in the
+  // same order; several may be outstanding. An error (mismatch, peer lost,
+  // timeout) is thrown by wait() or test().
+  Request iall_reduce(ElementSpan data, ReduceOp op);
+  Request iall_sum(ElementSpan data) { return iall_reduce(data, ReduceOp::sum); }
+  Request iall_gather(ConstElementSpan input, ElementSpan output);
+  Request ireduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op);
+  Request ibroadcast(ElementSpan data, int root);
+  Request iall_to_all(ConstElementSpan input, ElementSpan output);
+  Request ibarrier();
+
   // Typed forms; any std::span extent works (std::span(vector), std::span(array)).
   template <Element T, std::size_t N>
   void all_reduce(std::span<T, N> data, ReduceOp op) {
@@ -165,6 +184,10 @@ class Transport {
   void all_gather(std::span<const T, N> input, std::span<T, M> output) {
     all_gather(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
+  }
+  template <Element T, std::size_t N>
+  Request iall_sum(std::span<T, N> data) {
+    return iall_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
   }
   template <Element T, std::size_t N>
   void broadcast(std::span<T, N> data, int root) {
@@ -181,6 +204,10 @@ class Transport {
 
  protected:
   Transport(int rank, int world_size, std::string backend, std::chrono::milliseconds timeout);
+
+  // First in every backend's destructor, while the backend still works:
+  // non-blocking collectives not yet started fail, the running one finishes.
+  void stop_background_collectives();
 
   virtual void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) = 0;
   virtual std::vector<std::byte> do_recv_bytes(int from, Tag tag) = 0;
@@ -207,7 +234,26 @@ class Transport {
  private:
   // Marks a collective as running on this transport for one scope; throws
   // when another one already is (two threads sharing one transport).
-  class CollectiveScope;
+  class CollectiveScope {
+   public:
+    CollectiveScope(Transport& transport, std::string_view operation)
+        : running_(transport.collective_running_) {
+      if (running_.exchange(true, std::memory_order_acquire)) throw transport.refused(operation);
+    }
+    ~CollectiveScope() { running_.store(false, std::memory_order_release); }
+    CollectiveScope(const CollectiveScope&) = delete;
+    CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+   private:
+    std::atomic<bool>& running_;
+  };
+
+  // Runs `work` (a do_* call) in issue order on this thread; throws
+  // invalid_argument when another thread's blocking collective runs.
+  template <class Work>
+  void run_collective(std::string_view operation, Work&& work);
+  Request submit_collective(std::string_view operation, std::function<void()> work);
+  CollectiveError refused(std::string_view operation) const;
 
   // recv_bytes_into and recv: `into` takes whole `element`s.
   std::size_t receive_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
@@ -222,6 +268,7 @@ class Transport {
   void check_elements(std::string_view operation, const void* data, std::size_t count,
                       Dtype dtype) const;
   void check_op(std::string_view operation, ReduceOp op) const;
+  void check_all_reduce(ElementSpan data, ReduceOp op) const;
   // all_gather (`gathers`: the output holds world_size blocks of the
   // input's size) and reduce_scatter (the input holds world_size of the
   // output's): same dtypes, those sizes, no null buffer unless empty.
@@ -238,6 +285,16 @@ class Transport {
   std::atomic<std::size_t> kept_count_{0};
   std::mutex kept_mutex_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> kept_;
+  CollectiveStream stream_;
 };
+
+template <class Work>
+void Transport::run_collective(std::string_view operation, Work&& work) {
+  const bool ran = stream_.run_in_order([&] {
+    CollectiveScope running(*this, operation);
+    work();
+  });
+  if (!ran) throw refused(operation);
+}
 
 }  // namespace rlx

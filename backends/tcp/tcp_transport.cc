@@ -143,6 +143,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
 }
 
 TcpTransport::~TcpTransport() {
+  stop_background_collectives();
   tear_down_same_host();
   close_gracefully();
 }

@@ -25,6 +25,7 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
 }
 
 VerbsTransport::~VerbsTransport() {
+  stop_background_collectives();
   tear_down_same_host();
   if (engine_) engine_->close();
   tear_down();

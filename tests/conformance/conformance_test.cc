@@ -434,6 +434,56 @@ TEST(Collectives, InterleaveWithPointToPointTraffic) {
   }
 }
 
+// Non-blocking collectives of every kind outstanding at once, and a blocking
+// one issued behind them: all complete, in issue order, whatever order they
+// are waited for in.
+TEST(NonBlocking, ManyOutstandingCollectivesCompleteInIssueOrder) {
+  std::vector<std::vector<float>> sums(6);
+  std::vector<Request> pending;
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    sums[k].assign(1 + 50000 * k, static_cast<float>(me() + static_cast<int>(k)));
+    pending.push_back(group().iall_sum(std::span(sums[k])));
+  }
+  std::vector<std::int32_t> from_last(1000, me());
+  pending.push_back(group().ibroadcast(ElementSpan::of(std::span(from_last)), n() - 1));
+  const std::int32_t mine = me();
+  std::vector<std::int32_t> everyone(static_cast<std::size_t>(n()));
+  pending.push_back(group().iall_gather(ConstElementSpan{&mine, 1, Dtype::i32},
+                                        ElementSpan::of(std::span(everyone))));
+  pending.push_back(group().ibarrier());
+  std::vector<std::int32_t> after(3, 1);
+  group().all_sum(std::span(after));  // waits for the pending ones, then runs
+  EXPECT_EQ(after[0], n());
+  for (auto request = pending.rbegin(); request != pending.rend(); ++request) request->wait();
+  for (std::size_t k = 0; k < sums.size(); ++k) {
+    const float want = static_cast<float>(n() * (n() - 1) / 2 + n() * static_cast<int>(k));
+    EXPECT_EQ(std::count(sums[k].begin(), sums[k].end(), want),
+              static_cast<std::ptrdiff_t>(sums[k].size()))
+        << "all_sum #" << k;
+  }
+  EXPECT_EQ(std::count(from_last.begin(), from_last.end(), n() - 1), 1000);
+  for (int r = 0; r < n(); ++r) EXPECT_EQ(everyone[static_cast<std::size_t>(r)], r);
+}
+
+// test() answers at once: false while a peer has not entered the barrier,
+// true (and wait() returns) once every rank has.
+TEST(NonBlocking, TestSaysWhetherItCompletedWithoutBlocking) {
+  constexpr Tag kEnter = 43;
+  if (me() == 0) {
+    const Request barrier = group().ibarrier();
+    if (n() > 1) {
+      EXPECT_FALSE(barrier.test());
+    }
+    for (int peer = 1; peer < n(); ++peer) group().send_bytes(peer, kEnter, {});
+    barrier.wait();
+    EXPECT_TRUE(barrier.test());
+  } else {
+    group().recv_bytes(0, kEnter);
+    group().barrier();
+  }
+  expect_group_usable();
+}
+
 // Expects `call` to throw invalid_argument with `fragment` in its message.
 template <class Call>
 void expect_invalid(Call call, const std::string& fragment) {
@@ -494,6 +544,11 @@ TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
       },
       "is not a ReduceOp");
   expect_invalid([&] { group().broadcast(std::span(x), n()); }, "does not exist");
+  expect_invalid(
+      [&] {
+        group().iall_reduce(ElementSpan{nullptr, 4, Dtype::f32}, ReduceOp::sum);
+      },
+      "the buffer is null");  // thrown by the call itself, not by wait()
   expect_invalid(
       [&] {
         group().all_to_all(ConstElementSpan{y.data(), y.size(), Dtype::f32},

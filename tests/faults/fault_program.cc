@@ -11,6 +11,7 @@
 //   fault_program mismatch_gather rank 0 all_gathers, the rest all_sum
 //   fault_program mismatch_root   rank 1 broadcasts from rank 1, the rest from rank 0
 //                                 (then a barrier: where a root finished, it fails there)
+//   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
 //   fault_program mismatch_all_to_all  rank 1 all_to_alls blocks one element
 //                                 longer than the rest's
 //   fault_program message_over_cap  (2 ranks, RLX_UNEXPECTED_BYTES=1048576) rank 0
@@ -200,7 +201,8 @@ int main(int argc, char** argv) {
   // RLX_BACKEND picks the transport (tcp unless set): the same cases run over verbs.
   auto group = rlx::init("any", /*strict=*/true);
   const int rank = group->rank(), last = group->world_size() - 1;
-  std::vector<float> data(rank == 1 && mode == "mismatch_size" ? 1000 : 2000, 1.0f);
+  const bool fewer = mode == "mismatch_size" || mode == "mismatch_nonblocking";
+  std::vector<float> data(rank == 1 && fewer ? 1000 : 2000, 1.0f);
   bool ok = false;
   if (mode == "mismatch_size") {
     ok = expect_error(rlx::ErrorKind::mismatch, [&] { group->all_sum(std::span(data)); });
@@ -240,6 +242,9 @@ int main(int argc, char** argv) {
                         group->barrier();
                       },
                       {"from rank 0", "from rank 1"});
+  } else if (mode == "mismatch_nonblocking") {
+    ok = expect_error(rlx::ErrorKind::mismatch, [&] { group->iall_sum(std::span(data)).wait(); },
+                      {"1000 x f32", "2000 x f32"});
   } else if (mode == "mismatch_all_to_all") {
     const std::size_t block = rank == 1 ? 101 : 100;
     std::vector<float> blocks(block * static_cast<std::size_t>(group->world_size()), 1.0f);

@@ -1,0 +1,153 @@
+// Transport's collectives, blocking and not: the checks every backend shares,
+// the one-rank group's answers, then the backend's do_* in issue order.
+#include <cstring>
+
+#include "transport/transport.h"
+
+namespace rlx {
+namespace {
+
+void copy_if_apart(const void* from, void* to, std::size_t bytes) {
+  if (bytes > 0 && from != to) std::memmove(to, from, bytes);
+}
+
+}  // namespace
+
+void Transport::check_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
+                             bool gathers) const {
+  check_elements(operation, input.data, input.count, input.dtype);
+  check_elements(operation, output.data, output.count, output.dtype);
+  // Built only for an error: formatting costs more than a small collective.
+  const auto sizes = [&] {
+    return "input " + describe_elements(input.count, input.dtype) + ", output " +
+           describe_elements(output.count, output.dtype);
+  };
+  if (input.dtype != output.dtype) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
+                          "input and output dtypes differ");
+  }
+  const std::size_t block = gathers ? input.count : output.count;
+  const std::size_t blocks = gathers ? output.count : input.count;
+  if (blocks / static_cast<std::size_t>(world_size_) != block ||
+      blocks % static_cast<std::size_t>(world_size_) != 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation, -1, sizes()),
+                          std::string(gathers ? "the output" : "the input") +
+                              " must hold world_size x " + (gathers ? "input" : "output") +
+                              " elements (" + std::to_string(world_size_) + " x " +
+                              std::to_string(block) + ")");
+  }
+}
+
+void Transport::check_all_to_all(ConstElementSpan input, ElementSpan output) const {
+  check_elements("all_to_all", input.data, input.count, input.dtype);
+  check_elements("all_to_all", output.data, output.count, output.dtype);
+  const auto sizes = [&] {
+    return "input " + describe_elements(input.count, input.dtype) + ", output " +
+           describe_elements(output.count, output.dtype);
+  };
+  if (input.dtype != output.dtype || input.count != output.count) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "input and output must hold the same number of elements of one dtype");
+  }
+  if (input.count % static_cast<std::size_t>(world_size_) != 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "the input must hold world_size (" + std::to_string(world_size_) +
+                              ") blocks of equal size");
+  }
+  const auto* in = static_cast<const std::byte*>(input.data);
+  const auto* out = static_cast<const std::byte*>(output.data);
+  const std::size_t bytes = input.bytes();
+  if (bytes > 0 && in != out && in < out + bytes && out < in + bytes) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all", -1, sizes()),
+                          "input and output overlap without being the same buffer",
+                          "pass one buffer as both (in place) or two separate ones");
+  }
+}
+
+void Transport::check_all_reduce(ElementSpan data, ReduceOp op) const {
+  check_elements("all_reduce", data.data, data.count, data.dtype);
+  check_op("all_reduce", op);
+}
+
+void Transport::all_reduce(ElementSpan data, ReduceOp op) {
+  check_all_reduce(data, op);
+  if (world_size_ > 1) run_collective("all_reduce", [&] { do_all_reduce(data, op); });
+}
+
+Request Transport::iall_reduce(ElementSpan data, ReduceOp op) {
+  check_all_reduce(data, op);
+  if (world_size_ == 1) return {};
+  return submit_collective("all_reduce", [this, data, op] { do_all_reduce(data, op); });
+}
+
+void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
+  check_blocks("all_gather", input, output, /*gathers=*/true);
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
+  run_collective("all_gather", [&] { do_all_gather(input, output); });
+}
+
+Request Transport::iall_gather(ConstElementSpan input, ElementSpan output) {
+  check_blocks("all_gather", input, output, /*gathers=*/true);
+  if (world_size_ == 1) {
+    copy_if_apart(input.data, output.data, input.bytes());
+    return {};
+  }
+  return submit_collective("all_gather", [this, input, output] { do_all_gather(input, output); });
+}
+
+void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  check_blocks("reduce_scatter", input, output, /*gathers=*/false);
+  check_op("reduce_scatter", op);
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
+  run_collective("reduce_scatter", [&] { do_reduce_scatter(input, output, op); });
+}
+
+Request Transport::ireduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  check_blocks("reduce_scatter", input, output, /*gathers=*/false);
+  check_op("reduce_scatter", op);
+  if (world_size_ == 1) {
+    copy_if_apart(input.data, output.data, output.bytes());
+    return {};
+  }
+  return submit_collective("reduce_scatter",
+                           [this, input, output, op] { do_reduce_scatter(input, output, op); });
+}
+
+void Transport::broadcast(ElementSpan data, int root) {
+  check_elements("broadcast", data.data, data.count, data.dtype);
+  check_peer(root, "broadcast");
+  if (world_size_ > 1) run_collective("broadcast", [&] { do_broadcast(data, root); });
+}
+
+Request Transport::ibroadcast(ElementSpan data, int root) {
+  check_elements("broadcast", data.data, data.count, data.dtype);
+  check_peer(root, "broadcast");
+  if (world_size_ == 1) return {};
+  return submit_collective("broadcast", [this, data, root] { do_broadcast(data, root); });
+}
+
+void Transport::all_to_all(ConstElementSpan input, ElementSpan output) {
+  check_all_to_all(input, output);
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
+  run_collective("all_to_all", [&] { do_all_to_all(input, output); });
+}
+
+Request Transport::iall_to_all(ConstElementSpan input, ElementSpan output) {
+  check_all_to_all(input, output);
+  if (world_size_ == 1) {
+    copy_if_apart(input.data, output.data, input.bytes());
+    return {};
+  }
+  return submit_collective("all_to_all", [this, input, output] { do_all_to_all(input, output); });
+}
+
+void Transport::barrier() {
+  if (world_size_ > 1) run_collective("barrier", [&] { do_barrier(); });
+}
+
+Request Transport::ibarrier() {
+  if (world_size_ == 1) return {};
+  return submit_collective("barrier", [this] { do_barrier(); });
+}
+
+}  // namespace rlx
