@@ -33,6 +33,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -82,6 +83,14 @@ struct ElementSpan {
 // Message tags: user code may use 0..kMaxTag.
 using Tag = std::uint32_t;
 inline constexpr Tag kMaxTag = (Tag{1} << 24) - 1;
+
+// Who forms which group after Transport::split, the same on every rank.
+struct SplitPlan {
+  int color = -1;            // -1 (Transport::kNoColor): no new group for this rank
+  int rank = -1;             // in the new group; -1 without one
+  std::vector<int> members;  // the new group's ranks in the old one, in their new order
+  std::uint64_t number = 0;  // splits the old group ran before this one
+};
 
 // True when a message of `length` bytes fits a receive buffer of `capacity`
 // bytes that takes whole elements of `element` bytes.
@@ -155,6 +164,17 @@ class Transport {
   // Returns once every rank has entered the barrier.
   void barrier();
 
+  // Splits this group as MPI_Comm_split does: a collective call of every
+  // rank. Ranks passing the same `color` (0 or more) form a new group,
+  // ordered by `key`, then by their rank here; a rank passing kNoColor takes
+  // part and gets nullptr. A new group has its own connections (TCP, verbs),
+  // communicator (MPI) and shared memory: its collectives and messages never
+  // mix with this group's, and it may be used from another thread while this
+  // one is. Errors as any collective (mismatch when ranks call something
+  // else); a color below kNoColor is invalid_argument.
+  static constexpr int kNoColor = -1;
+  std::shared_ptr<Transport> split(int color, int key = 0);
+
   // Non-blocking collectives: the same checks as the blocking calls, on this
   // thread, then the collective runs in the background and the Request says
   // when it completed (wait(), test()). The buffers must stay valid and
@@ -204,6 +224,11 @@ class Transport {
 
  protected:
   Transport(int rank, int world_size, std::string backend, std::chrono::milliseconds timeout);
+
+  // Creates this rank's new group, or nullptr without one. Every rank of
+  // this group calls it, with or without a new group: a backend that
+  // exchanges addresses over this group does so with every rank.
+  virtual std::shared_ptr<Transport> do_split(const SplitPlan& plan) = 0;
 
   // First in every backend's destructor, while the backend still works:
   // non-blocking collectives not yet started fail, the running one finishes.
@@ -286,6 +311,7 @@ class Transport {
   std::mutex kept_mutex_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> kept_;
   CollectiveStream stream_;
+  std::uint64_t splits_ = 0;
 };
 
 template <class Work>

@@ -1,5 +1,6 @@
 // Transport's collectives, blocking and not: the checks every backend shares,
 // the one-rank group's answers, then the backend's do_* in issue order.
+#include <algorithm>
 #include <cstring>
 
 #include "transport/transport.h"
@@ -148,6 +149,31 @@ void Transport::barrier() {
 Request Transport::ibarrier() {
   if (world_size_ == 1) return {};
   return submit_collective("barrier", [this] { do_barrier(); });
+}
+
+std::shared_ptr<Transport> Transport::split(int color, int key) {
+  if (color < kNoColor) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("split"),
+                          "color " + std::to_string(color) + " is below kNoColor (-1)",
+                          "colors are 0 or more; kNoColor leaves this rank out");
+  }
+  const std::int64_t mine[] = {color, key};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(world_size_));
+  all_gather(std::span<const std::int64_t>(mine), std::span(all));
+  SplitPlan plan{.color = color, .number = splits_++};
+  if (color != kNoColor) {
+    std::vector<std::pair<std::int64_t, int>> same;  // (key, rank here)
+    for (int r = 0; r < world_size_; ++r) {
+      const auto at = 2 * static_cast<std::size_t>(r);
+      if (all[at] == color) same.emplace_back(all[at + 1], r);
+    }
+    std::sort(same.begin(), same.end());
+    for (const auto& [member_key, member] : same) {
+      if (member == rank_) plan.rank = static_cast<int>(plan.members.size());
+      plan.members.push_back(member);
+    }
+  }
+  return do_split(plan);
 }
 
 }  // namespace rlx

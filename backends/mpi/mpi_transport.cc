@@ -37,7 +37,17 @@ std::string_view mpi_call_of(const WatchedCall& watched) {
 }  // namespace
 
 MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options)
-    : MpiTransport(env, options, join_world(env)) {}
+    : MpiTransport(env, options, join_world(env), MPI_COMM_WORLD) {}
+
+MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, MPI_Comm base)
+    : MpiTransport(env, options, position_in(base), base) {}
+
+MpiTransport::Position MpiTransport::position_in(MPI_Comm comm) {
+  Position position{};
+  MPI_Comm_rank(comm, &position.rank);
+  MPI_Comm_size(comm, &position.world_size);
+  return position;
+}
 
 MpiTransport::Position MpiTransport::join_world(const launch_env::LaunchEnv& env) {
   const ErrorSite where{.rank = env.mpi_rank.value_or(-1),
@@ -69,8 +79,10 @@ MpiTransport::Position MpiTransport::join_world(const launch_env::LaunchEnv& env
   return position;
 }
 
-MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position)
+MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position,
+                           MPI_Comm base)
     : Transport(position.rank, position.world_size, "mpi", env.timeout),
+      env_(env),
       options_(options),
       watchdog_(
           env.timeout,
@@ -92,7 +104,7 @@ MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options,
   int code = MPI_SUCCESS;
   {
     WatchedScope watch(watchdog_, {.setup = true});
-    code = MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+    code = MPI_Comm_dup(base, &comm_);
   }
   if (code != MPI_SUCCESS) throw mpi_error(code, site("init mpi"), "MPI_Comm_dup");
   code = MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
@@ -433,6 +445,28 @@ void MpiTransport::do_barrier() {
   const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
   agreement_.prepare(call, 0);
   agree_on(call);
+}
+
+std::shared_ptr<Transport> MpiTransport::do_split(const SplitPlan& plan) {
+  check_usable("split");
+  MPI_Comm part = MPI_COMM_NULL;
+  int code = MPI_SUCCESS;
+  {
+    WatchedScope watch(watchdog_, {.setup = true});
+    // Keys are the new ranks split() computed: MPI orders the group alike.
+    code = MPI_Comm_split(comm_, plan.rank < 0 ? MPI_UNDEFINED : plan.color, plan.rank, &part);
+  }
+  if (code != MPI_SUCCESS) throw break_with(mpi_error(code, site("split"), "MPI_Comm_split"));
+  if (part == MPI_COMM_NULL) return nullptr;
+  std::shared_ptr<Transport> child;
+  try {
+    child = std::make_shared<MpiTransport>(env_, options_, part);
+  } catch (...) {
+    MPI_Comm_free(&part);
+    throw;
+  }
+  MPI_Comm_free(&part);
+  return child;
 }
 
 bool is_built() { return true; }

@@ -58,6 +58,8 @@ class MpiTransport final : public Transport, private Releasable {
   // Starts MPI if needed and joins a duplicate of MPI_COMM_WORLD: a collective
   // call, made by every rank in the same order. Throws CollectiveError.
   explicit MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options = {});
+  // The same over a duplicate of `base` (a communicator split() made).
+  MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, MPI_Comm base);
   ~MpiTransport() override;
 
  protected:
@@ -69,6 +71,7 @@ class MpiTransport final : public Transport, private Releasable {
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
   void do_barrier() override;
+  std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -76,8 +79,10 @@ class MpiTransport final : public Transport, private Releasable {
     int rank;
     int world_size;
   };
-  MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position);
+  MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options, Position position,
+               MPI_Comm base);
   static Position join_world(const launch_env::LaunchEnv& env);
+  static Position position_in(MPI_Comm comm);
 
   void release_for_finalize() override;
   void release();
@@ -121,6 +126,7 @@ class MpiTransport final : public Transport, private Releasable {
     }
   }
 
+  const launch_env::LaunchEnv env_;  // for the groups split() makes
   const MpiOptions options_;
   std::array<std::size_t, std::size(kAllDtypes)> piece_elements_{};  // [dtype]: elements per call
   Watchdog watchdog_;

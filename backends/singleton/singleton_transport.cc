@@ -3,7 +3,12 @@
 namespace rlx {
 
 SingletonTransport::SingletonTransport(std::chrono::milliseconds timeout, std::size_t byte_cap)
-    : Transport(0, 1, "singleton", timeout), mailbox_(byte_cap) {}
+    : Transport(0, 1, "singleton", timeout), byte_cap_(byte_cap), mailbox_(byte_cap) {}
+
+std::shared_ptr<Transport> SingletonTransport::do_split(const SplitPlan& plan) {
+  if (plan.rank < 0) return nullptr;
+  return std::make_shared<SingletonTransport>(timeout(), byte_cap_);
+}
 
 void SingletonTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {

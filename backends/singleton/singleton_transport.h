@@ -25,8 +25,11 @@ class SingletonTransport final : public Transport {
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
   void do_barrier() override;
+  // A group of one splits into a group of one (or none, for kNoColor).
+  std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
 
  private:
+  std::size_t byte_cap_;
   Mailbox mailbox_;
 };
 

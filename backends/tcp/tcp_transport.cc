@@ -65,18 +65,40 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
                                 " ranks but RLX_WORLD_SIZE is " + std::to_string(world_size()));
     }
     const HostPort& self = table[static_cast<std::size_t>(rank())];
-    const std::string host = env.ifname.empty() ? self.host : interface_address(env.ifname);
-    listener_ =
-        std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), self.port, spec_);
+    listen(env.ifname.empty() ? self.host : interface_address(env.ifname), self.port);
   } else {
     const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
         env, deadline, "start the program with rlxrun, or give every rank RLX_HOSTFILE");
-    const std::string host =
-        env.ifname.empty() ? local_host(fd.get()) : interface_address(env.ifname);
-    listener_ = std::make_unique<Listener>(io_->context, bind_host_for(host, env.ifname), 0, spec_);
+    const HostPort mine =
+        listen(env.ifname.empty() ? local_host(fd.get()) : interface_address(env.ifname), 0);
     table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
-                                           world_size(), {host, listener_->port()}, deadline);
+                                           world_size(), mine, deadline);
   }
+  join(table, deadline);
+}
+
+TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
+                           const EndpointExchange& exchange)
+    : LinksTransport(env, "tcp"),
+      env_(env),
+      spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
+            CongestionControl::from_setting(env.tcp_congestion,
+                                            startup_site(env, "set up tcp connections"))},
+      mailbox_(env.unexpected_bytes_cap),
+      io_(std::make_unique<Io>()) {
+  const Deadline deadline = Clock::now() + env.connect_timeout;
+  const std::vector<HostPort> table = exchange(listen(host, 0));
+  join(table, deadline);
+}
+
+HostPort TcpTransport::listen(const std::string& host, std::uint16_t port) {
+  host_ = host;
+  listener_ =
+      std::make_unique<Listener>(io_->context, bind_host_for(host, env_.ifname), port, spec_);
+  return {host, listener_->port()};
+}
+
+void TcpTransport::join(const std::vector<HostPort>& table, Deadline deadline) {
   log_lazily(LogLevel::debug, [&] {
     return "listening on port " + std::to_string(listener_->port()) + "; connecting to " +
            std::to_string(world_size() - 1) + " peers, " + std::to_string(spec_.lanes + 1) +
@@ -84,11 +106,21 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
   });
   connect_mesh(table, deadline);
   set_up_same_host(
-      env, mailbox_, latch_,
+      env_, mailbox_, latch_,
       {.site = [this](std::string_view operation, int peer,
                       std::string sizes) { return site(operation, peer, std::move(sizes)); },
        .fail = [this](const CollectiveError& e) { fail(e, true); },
        .describe_silent_peers = [this] { return describe_silent_peers(); }});
+}
+
+std::shared_ptr<Transport> TcpTransport::do_split(const SplitPlan& plan) {
+  if (plan.rank < 0) {
+    exchange_over(*this, plan, {});
+    return nullptr;
+  }
+  return std::make_shared<TcpTransport>(
+      subgroup_env(env_, plan), host_,
+      [this, &plan](const HostPort& mine) { return exchange_over(*this, plan, mine); });
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {

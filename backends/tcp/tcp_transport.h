@@ -22,6 +22,7 @@
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
+#include "transport/subgroup_setup.h"
 
 namespace rlx::tcp {
 
@@ -29,6 +30,10 @@ class TcpTransport final : public LinksTransport {
  public:
   // Joins the job described by `env` (rendezvous, listen, connect).
   explicit TcpTransport(const launch_env::LaunchEnv& env);
+  // A group split() made: listens on `host` and learns its peers' endpoints
+  // through `exchange` (over the parent group) instead of the rendezvous.
+  TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
+               const EndpointExchange& exchange);
   ~TcpTransport() override;
 
   // Where this rank listens (for tests and diagnostics).
@@ -42,7 +47,12 @@ class TcpTransport final : public LinksTransport {
 
  private:
   struct Io;
+  // Listens (on host:port, 0 for any) and returns the endpoint to advertise.
+  HostPort listen(const std::string& host, std::uint16_t port);
+  // Connects to every peer of `table`, then sets up shared memory.
+  void join(const std::vector<HostPort>& table, Deadline deadline);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
+  std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
   // Records the failure; `tell_peers` sends it to every other rank first. A
   // failure heard from a peer is passed on only at close (close_gracefully).
   void fail(const CollectiveError& error, bool tell_peers);
@@ -53,6 +63,7 @@ class TcpTransport final : public LinksTransport {
   void close_gracefully();
 
   launch_env::LaunchEnv env_;
+  std::string host_;  // what this rank advertises, for the groups split() makes
   MeshSpec spec_;
   FailureLatch latch_;
   Mailbox mailbox_;

@@ -24,6 +24,20 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
   }
 }
 
+VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env, const std::string& address,
+                               const EndpointExchange& exchange)
+    : LinksTransport(env, "verbs"), mailbox_(env.unexpected_bytes_cap) {
+  try {
+    const Deadline deadline = Clock::now() + env.connect_timeout;
+    open_device(env, address, /*may_fall_back=*/false);
+    join(env, exchange({this->address(), port()}), deadline);
+  } catch (...) {
+    tear_down_same_host();
+    tear_down();
+    throw;
+  }
+}
+
 VerbsTransport::~VerbsTransport() {
   stop_background_collectives();
   tear_down_same_host();
@@ -58,10 +72,17 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
   const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
       env, deadline, "start the program with rlxrun --backend verbs");
+  open_device(env, choose_address(env, env.verbs, fd.get()), /*may_fall_back=*/true);
+  const auto table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
+                                                    world_size(), {address(), port()}, deadline);
+  join(env, table, deadline);
+}
+
+void VerbsTransport::open_device(const launch_env::LaunchEnv& env, std::string address,
+                                 bool may_fall_back) {
   const DeviceSettings& settings = env.verbs;
-  std::string address = choose_address(env, settings, fd.get());
   cm_ = std::make_unique<ConnectionManager>(rank(), world_size(), env.job_token, address);
-  if (cm_->context() == nullptr && env.ifname.empty() && settings.device.empty()) {
+  if (may_fall_back && cm_->context() == nullptr && env.ifname.empty() && settings.device.empty()) {
     // The coordinator's route has no RDMA device behind it: use the first active port.
     address = rdma_port_address(settings, startup_site(env, "choose RDMA device"));
     cm_ = std::make_unique<ConnectionManager>(rank(), world_size(), env.job_token, address);
@@ -93,20 +114,36 @@ void VerbsTransport::set_up(const launch_env::LaunchEnv& env) {
                .lost = [&engine](int peer, const std::string& why) { engine.on_lost(peer, why); }});
   ConnectionManager& cm = *cm_;
   engine.set_handshake_handler([&cm](const ibv_wc& wc) { cm.on_completion(wc); });
-  const auto table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
-                                                    world_size(), {address, cm_->port()}, deadline);
+}
+
+void VerbsTransport::join(const launch_env::LaunchEnv& env, const std::vector<HostPort>& table,
+                          Deadline deadline) {
   log_lazily(LogLevel::info, [&] {
-    return "verbs over " + chosen + " at " + address + ", port " + std::to_string(cm_->port()) +
-           ": one RC queue pair to each of " + std::to_string(world_size() - 1) + " peers";
+    return "verbs over " + device_->name() + " at " + address() + ", port " +
+           std::to_string(port()) + ": one RC queue pair to each of " +
+           std::to_string(world_size() - 1) + " peers";
   });
   connect_mesh(table, deadline);
-  engine.start(cm_->event_fd(), [&cm] { cm.handle_events(); });
+  ConnectionManager& cm = *cm_;
+  Engine& engine = *engine_;
+  engine.start(cm.event_fd(), [&cm] { cm.handle_events(); });
   links_ = std::make_unique<VerbsLinks>(rank(), world_size(), engine);
+  env_ = env;
   set_up_same_host(
       env, mailbox_, latch_,
       {.site = [this](std::string_view operation, int peer,
                       std::string sizes) { return site(operation, peer, std::move(sizes)); },
        .fail = [&engine](const CollectiveError& e) { engine.report_failure(e); }});
+}
+
+std::shared_ptr<Transport> VerbsTransport::do_split(const SplitPlan& plan) {
+  if (plan.rank < 0) {
+    exchange_over(*this, plan, {});
+    return nullptr;
+  }
+  return std::make_shared<VerbsTransport>(
+      subgroup_env(env_, plan), address(),
+      [this, &plan](const HostPort& mine) { return exchange_over(*this, plan, mine); });
 }
 
 void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {

@@ -14,6 +14,7 @@
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
+#include "transport/subgroup_setup.h"
 
 namespace rlx::verbs {
 
@@ -22,6 +23,10 @@ class VerbsTransport final : public LinksTransport {
   // Joins the job described by `env`: picks the RDMA address, listens,
   // registers it with the rendezvous and connects to every rank.
   explicit VerbsTransport(const launch_env::LaunchEnv& env);
+  // A group split() made: on the parent's `address`, learning its peers'
+  // endpoints through `exchange` (over the parent) instead of the rendezvous.
+  VerbsTransport(const launch_env::LaunchEnv& env, const std::string& address,
+                 const EndpointExchange& exchange);
   ~VerbsTransport() override;
 
   // The address and rdma_cm port this rank listens on, and its device.
@@ -37,6 +42,13 @@ class VerbsTransport final : public LinksTransport {
 
  private:
   void set_up(const launch_env::LaunchEnv& env);
+  // Opens the device serving `address` and the engine (`may_fall_back`: to
+  // the first active port when no device serves it and nothing was asked for).
+  void open_device(const launch_env::LaunchEnv& env, std::string address, bool may_fall_back);
+  // Connects to every peer of `table`, starts the engine, sets up shared memory.
+  void join(const launch_env::LaunchEnv& env, const std::vector<HostPort>& table,
+            Deadline deadline);
+  std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
   std::string choose_address(const launch_env::LaunchEnv& env, const DeviceSettings& settings,
                              int coordinator_fd);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
@@ -46,6 +58,7 @@ class VerbsTransport final : public LinksTransport {
 
   FailureLatch latch_;
   Mailbox mailbox_;
+  launch_env::LaunchEnv env_;  // for the groups split() makes
   std::unique_ptr<ConnectionManager> cm_;
   std::unique_ptr<Device> device_;
   std::unique_ptr<Engine> engine_;

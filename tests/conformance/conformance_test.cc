@@ -434,6 +434,86 @@ TEST(Collectives, InterleaveWithPointToPointTraffic) {
   }
 }
 
+// Even and odd ranks form two groups, each ordered backwards (key = -rank):
+// ranks, sizes, collectives and messages stay within each group.
+TEST(Split, ColorsFormGroupsOrderedByKey) {
+  const int color = me() % 2;
+  const std::shared_ptr<Transport> half = group().split(color, -me());
+  ASSERT_NE(half, nullptr);
+  std::vector<int> members;  // ranks here with my color, by descending rank
+  for (int r = n() - 1; r >= 0; --r) {
+    if (r % 2 == color) members.push_back(r);
+  }
+  ASSERT_EQ(half->world_size(), static_cast<int>(members.size()));
+  EXPECT_EQ(members[static_cast<std::size_t>(half->rank())], me());
+  EXPECT_EQ(half->backend(), group().backend());
+  std::vector<std::int64_t> sum(1000, me());
+  half->all_sum(std::span(sum));
+  std::int64_t want = 0;
+  for (int r : members) want += r;
+  EXPECT_EQ(std::count(sum.begin(), sum.end(), want), 1000);
+  std::vector<std::int32_t> from_first(7, me());
+  half->broadcast(std::span(from_first), 0);
+  EXPECT_EQ(from_first[6], members[0]);
+  const int next = (half->rank() + 1) % half->world_size();
+  const int prev = (half->rank() + half->world_size() - 1) % half->world_size();
+  half->send_bytes(next, 9, pattern(me(), 333, 9));
+  EXPECT_EQ(half->recv_bytes(prev, 9), pattern(members[static_cast<std::size_t>(prev)], 333, 9));
+  half->barrier();
+  expect_group_usable();  // the parent carries on
+}
+
+// A rank that passes kNoColor takes part and gets no group; a group can be
+// split again.
+TEST(Split, NoColorLeavesARankOutAndGroupsSplitFurther) {
+  const bool out = n() > 1 && me() == n() - 1;
+  const auto rest = group().split(out ? Transport::kNoColor : 0);
+  if (out) {
+    EXPECT_EQ(rest, nullptr);
+  } else {
+    ASSERT_NE(rest, nullptr);
+    EXPECT_EQ(rest->world_size(), std::max(n() - 1, 1));
+    EXPECT_EQ(rest->rank(), me());
+    const auto single = rest->split(rest->rank());  // a group of one each
+    ASSERT_NE(single, nullptr);
+    EXPECT_EQ(single->world_size(), 1);
+    std::vector<float> v(3, 2.0f);
+    single->all_sum(std::span(v));
+    EXPECT_EQ(v[0], 2.0f);
+  }
+  expect_invalid([&] { group().split(-2); }, "below kNoColor");
+  expect_group_usable();
+}
+
+// Two groups used at once from two threads (one per group), while the
+// parent waits: each group's results are its own.
+TEST(Split, TwoGroupsRunAtOnceFromTwoThreads) {
+  const auto pairs = group().split(me() / 2);    // {0,1}, {2,3}, ...
+  const auto strided = group().split(me() % 2);  // evens, odds
+  ASSERT_TRUE(pairs && strided);
+  auto sum_of = [](Transport& g, int rounds) {
+    std::int64_t last = 0;
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<std::int64_t> v(4096, me() + round);
+      g.all_sum(std::span(v));
+      last = v[4095];
+    }
+    return last;
+  };
+  std::int64_t from_pairs = 0;
+  std::thread other([&] { from_pairs = sum_of(*pairs, 50); });
+  const std::int64_t from_strided = sum_of(*strided, 50);
+  other.join();
+  std::int64_t want_pairs = 0, want_strided = 0;
+  for (int r = 0; r < n(); ++r) {
+    if (r / 2 == me() / 2) want_pairs += r + 49;
+    if (r % 2 == me() % 2) want_strided += r + 49;
+  }
+  EXPECT_EQ(from_pairs, want_pairs);
+  EXPECT_EQ(from_strided, want_strided);
+  expect_group_usable();
+}
+
 // Non-blocking collectives of every kind outstanding at once, and a blocking
 // one issued behind them: all complete, in issue order, whatever order they
 // are waited for in.

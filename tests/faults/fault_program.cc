@@ -11,6 +11,7 @@
 //   fault_program mismatch_gather rank 0 all_gathers, the rest all_sum
 //   fault_program mismatch_root   rank 1 broadcasts from rank 1, the rest from rank 0
 //                                 (then a barrier: where a root finished, it fails there)
+//   fault_program mismatch_split  rank 1 splits the group, the rest all_sum
 //   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
 //   fault_program mismatch_all_to_all  rank 1 all_to_alls blocks one element
 //                                 longer than the rest's
@@ -242,6 +243,10 @@ int main(int argc, char** argv) {
                         group->barrier();
                       },
                       {"from rank 0", "from rank 1"});
+  } else if (mode == "mismatch_split") {
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] { rank == 1 ? (void)group->split(0) : group->all_sum(std::span(data)); },
+                      {"all_gather", "all_reduce sum"});
   } else if (mode == "mismatch_nonblocking") {
     ok = expect_error(rlx::ErrorKind::mismatch, [&] { group->iall_sum(std::span(data)).wait(); },
                       {"1000 x f32", "2000 x f32"});
