@@ -47,14 +47,16 @@ struct TcpTransport::Io {
   ~Io() { stop(); }
 };
 
-TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
+TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, Unconnected)
     : LinksTransport(env, "tcp"),
       env_(env),
       spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
             CongestionControl::from_setting(env.tcp_congestion,
                                             startup_site(env, "set up tcp connections"))},
       mailbox_(env.unexpected_bytes_cap),
-      io_(std::make_unique<Io>()) {
+      io_(std::make_unique<Io>()) {}
+
+TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env, Unconnected{}) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
   std::vector<HostPort> table;
   if (!env.hostfile.empty()) {
@@ -79,13 +81,7 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env)
 
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
                            const EndpointExchange& exchange)
-    : LinksTransport(env, "tcp"),
-      env_(env),
-      spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
-            CongestionControl::from_setting(env.tcp_congestion,
-                                            startup_site(env, "set up tcp connections"))},
-      mailbox_(env.unexpected_bytes_cap),
-      io_(std::make_unique<Io>()) {
+    : TcpTransport(env, Unconnected{}) {
   const Deadline deadline = Clock::now() + env.connect_timeout;
   const std::vector<HostPort> table = exchange(listen(host, 0));
   join(table, deadline);

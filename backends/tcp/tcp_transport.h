@@ -47,6 +47,9 @@ class TcpTransport final : public LinksTransport {
 
  private:
   struct Io;
+  // The members, before any connection: what both public constructors start from.
+  struct Unconnected {};
+  TcpTransport(const launch_env::LaunchEnv& env, Unconnected);
   // Listens (on host:port, 0 for any) and returns the endpoint to advertise.
   HostPort listen(const std::string& host, std::uint16_t port);
   // Connects to every peer of `table`, then sets up shared memory.
