@@ -56,6 +56,16 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
 void all_to_all(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output);
 
+// Uneven forms: rank r's block holds counts[r] elements (all_gather_v), or
+// rank i sends send_counts[j] elements to rank j, which expects
+// recv_counts[i] of them (all_to_all_v); blocks lie in rank order. Frame
+// lengths are checked against the receiver's counts (mismatch otherwise).
+void all_gather_v(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                  ElementSpan output, std::span<const std::size_t> counts);
+void all_to_all_v(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                  std::span<const std::size_t> send_counts, ElementSpan output,
+                  std::span<const std::size_t> recv_counts);
+
 // Dissemination barrier: ceil(log2 n) rounds, no rank leaves before all entered.
 void barrier_dissemination(Links& links, const CollectiveCall& call);
 

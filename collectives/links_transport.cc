@@ -112,6 +112,21 @@ void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
   rlx::all_to_all(links(), call, input, output);
 }
 
+void LinksTransport::do_all_gather_v(ConstElementSpan input, ElementSpan output,
+                                     std::span<const std::size_t> counts) {
+  const CollectiveCall call =
+      next_call(CollectiveKind::all_gather_v, ReduceOp::sum, output.dtype, output.count);
+  rlx::all_gather_v(links(), call, input, output, counts);
+}
+
+void LinksTransport::do_all_to_all_v(ConstElementSpan input,
+                                     std::span<const std::size_t> send_counts, ElementSpan output,
+                                     std::span<const std::size_t> recv_counts) {
+  const CollectiveCall call =
+      next_call(CollectiveKind::all_to_all_v, ReduceOp::sum, input.dtype, 0);
+  rlx::all_to_all_v(links(), call, input, send_counts, output, recv_counts);
+}
+
 void LinksTransport::do_barrier() {
   const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
   switch (route()) {

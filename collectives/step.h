@@ -35,6 +35,14 @@ inline std::span<std::byte> bytes_of(ElementSpan data, std::size_t offset, Eleme
           range.size() * element};
 }
 
+// Where rank `rank`'s block starts when the blocks of `counts` elements lie
+// in rank order (the uneven collectives).
+inline std::size_t elements_before(std::span<const std::size_t> counts, int rank) {
+  std::size_t offset = 0;
+  for (int r = 0; r < rank; ++r) offset += counts[static_cast<std::size_t>(r)];
+  return offset;
+}
+
 constexpr int ring_mod(long long value, int n) { return static_cast<int>(((value % n) + n) % n); }
 
 // One direction of a ring, seen from one rank: ring position `v` sends to the

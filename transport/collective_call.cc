@@ -16,6 +16,10 @@ std::string_view name_of(CollectiveKind kind) {
       return "barrier";
     case CollectiveKind::all_to_all:
       return "all_to_all";
+    case CollectiveKind::all_gather_v:
+      return "all_gather_v";
+    case CollectiveKind::all_to_all_v:
+      return "all_to_all_v";
   }
   return "unknown collective";
 }
@@ -28,6 +32,8 @@ std::string CollectiveCall::describe() const {
   }
   if (kind == CollectiveKind::all_to_all) {
     text.append(" of blocks of ").append(describe_elements(count, dtype));
+  } else if (kind == CollectiveKind::all_to_all_v) {
+    text.append(" of ").append(name_of(dtype));
   } else if (kind != CollectiveKind::barrier) {
     text.append(" of ").append(describe_elements(count, dtype));
   }

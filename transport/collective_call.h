@@ -19,6 +19,8 @@ enum class CollectiveKind : std::uint8_t {
   broadcast = 4,
   barrier = 5,
   all_to_all = 6,
+  all_gather_v = 7,  // count: the gathered total
+  all_to_all_v = 8,  // count: 0 (each pair's sizes are checked on the wire)
 };
 
 std::string_view name_of(CollectiveKind kind);
@@ -47,7 +49,7 @@ struct CollectiveCall {
 // posted in shared memory) name a collective kind, a reduction and a dtype.
 inline bool valid_call_fields(std::uint8_t kind, std::uint8_t op, std::uint8_t dtype) {
   return kind >= static_cast<std::uint8_t>(CollectiveKind::all_reduce) &&
-         kind <= static_cast<std::uint8_t>(CollectiveKind::all_to_all) &&
+         kind <= static_cast<std::uint8_t>(CollectiveKind::all_to_all_v) &&
          op <= static_cast<std::uint8_t>(ReduceOp::max) && is_valid_dtype(dtype);
 }
 

@@ -161,6 +161,18 @@ class Transport {
   // same number of elements of one dtype, and are the same buffer (in place)
   // or do not overlap.
   void all_to_all(ConstElementSpan input, ElementSpan output);
+  // Uneven all_gather: rank r contributes counts[r] elements (this rank's
+  // `input` holds counts[rank()]); `output` receives every contribution in
+  // rank order (sum of counts elements). Every rank passes the same counts,
+  // zeros allowed. In place when `input` is this rank's part of `output`.
+  void all_gather_v(ConstElementSpan input, ElementSpan output,
+                    std::span<const std::size_t> counts);
+  // Uneven all-to-all (MPI_Alltoallv): `input` holds send_counts[j] elements
+  // for rank j, in rank order; `output` receives recv_counts[i] elements from
+  // rank i, in rank order. send_counts[j] on rank i must be recv_counts[i]
+  // on rank j (else a mismatch); zeros allowed; the buffers do not overlap.
+  void all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                    ElementSpan output, std::span<const std::size_t> recv_counts);
   // Returns once every rank has entered the barrier.
   void barrier();
 
@@ -204,6 +216,18 @@ class Transport {
   void all_gather(std::span<const T, N> input, std::span<T, M> output) {
     all_gather(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void all_gather_v(std::span<const T, N> input, std::span<T, M> output,
+                    std::span<const std::size_t> counts) {
+    all_gather_v(ConstElementSpan::of(std::span<const T>(input)),
+                 ElementSpan::of(std::span<T>(output)), counts);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void all_to_all_v(std::span<const T, N> input, std::span<const std::size_t> send_counts,
+                    std::span<T, M> output, std::span<const std::size_t> recv_counts) {
+    all_to_all_v(ConstElementSpan::of(std::span<const T>(input)), send_counts,
+                 ElementSpan::of(std::span<T>(output)), recv_counts);
   }
   template <Element T, std::size_t N>
   Request iall_sum(std::span<T, N> data) {
@@ -254,6 +278,10 @@ class Transport {
   virtual void do_broadcast(ElementSpan data, int root) = 0;
   // `input` and `output` are the same buffer or do not overlap.
   virtual void do_all_to_all(ConstElementSpan input, ElementSpan output) = 0;
+  virtual void do_all_gather_v(ConstElementSpan input, ElementSpan output,
+                               std::span<const std::size_t> counts) = 0;
+  virtual void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                               ElementSpan output, std::span<const std::size_t> recv_counts) = 0;
   virtual void do_barrier() = 0;
 
  private:
@@ -301,6 +329,16 @@ class Transport {
                     bool gathers) const;
   // Equal sizes and dtypes, world_size blocks, and no partial overlap.
   void check_all_to_all(ConstElementSpan input, ElementSpan output) const;
+  // Valid elements on both sides, of one dtype.
+  void check_two_sides(std::string_view operation, ConstElementSpan input,
+                       ElementSpan output) const;
+  // world_size counts adding up to `total` elements (no overflow).
+  void check_counts(std::string_view operation, std::span<const std::size_t> counts,
+                    std::size_t total, std::string_view what) const;
+  void check_all_gather_v(ConstElementSpan input, ElementSpan output,
+                          std::span<const std::size_t> counts) const;
+  void check_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                          ElementSpan output, std::span<const std::size_t> recv_counts) const;
 
   int rank_;
   int world_size_;

@@ -142,6 +142,103 @@ Request Transport::iall_to_all(ConstElementSpan input, ElementSpan output) {
   return submit_collective("all_to_all", [this, input, output] { do_all_to_all(input, output); });
 }
 
+void Transport::check_counts(std::string_view operation, std::span<const std::size_t> counts,
+                             std::size_t total, std::string_view what) const {
+  if (counts.size() != static_cast<std::size_t>(world_size_)) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation),
+                          std::string(what) + " has " + std::to_string(counts.size()) +
+                              " entries; it needs one per rank (" + std::to_string(world_size_) +
+                              ")");
+  }
+  std::size_t sum = 0;
+  for (std::size_t count : counts) {
+    if (__builtin_add_overflow(sum, count, &sum)) {
+      throw CollectiveError(ErrorKind::invalid_argument, site(operation),
+                            "the sum of " + std::string(what) + " overflows size_t");
+    }
+  }
+  if (sum != total) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation),
+                          std::string(what) + " add up to " + std::to_string(sum) +
+                              " elements but the buffer holds " + std::to_string(total));
+  }
+}
+
+namespace {
+
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto* x = static_cast<const std::byte*>(a);
+  const auto* y = static_cast<const std::byte*>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+void Transport::check_two_sides(std::string_view operation, ConstElementSpan input,
+                                ElementSpan output) const {
+  check_elements(operation, input.data, input.count, input.dtype);
+  check_elements(operation, output.data, output.count, output.dtype);
+  if (input.dtype != output.dtype) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(operation),
+                          "input and output dtypes differ");
+  }
+}
+
+void Transport::check_all_gather_v(ConstElementSpan input, ElementSpan output,
+                                   std::span<const std::size_t> counts) const {
+  check_two_sides("all_gather_v", input, output);
+  check_counts("all_gather_v", counts, output.count, "counts");
+  const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
+  if (input.count != mine) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_gather_v"),
+                          "the input holds " + std::to_string(input.count) +
+                              " elements but counts[" + std::to_string(rank_) + "] is " +
+                              std::to_string(mine));
+  }
+  std::size_t before = 0;
+  for (int r = 0; r < rank_; ++r) before += counts[static_cast<std::size_t>(r)];
+  const auto* own = static_cast<const std::byte*>(output.data) + before * size_of(output.dtype);
+  if (input.data != own && overlap(input.data, input.bytes(), output.data, output.bytes())) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_gather_v"),
+                          "input and output overlap, but the input is not this rank's part of "
+                          "the output",
+                          "pass separate buffers, or the input in its place in the output");
+  }
+}
+
+void Transport::check_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                                   ElementSpan output,
+                                   std::span<const std::size_t> recv_counts) const {
+  check_two_sides("all_to_all_v", input, output);
+  check_counts("all_to_all_v", send_counts, input.count, "send_counts");
+  check_counts("all_to_all_v", recv_counts, output.count, "recv_counts");
+  const std::size_t own = send_counts[static_cast<std::size_t>(rank_)];
+  if (own != recv_counts[static_cast<std::size_t>(rank_)]) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all_v"),
+                          "this rank sends itself " + std::to_string(own) +
+                              " elements but expects " +
+                              std::to_string(recv_counts[static_cast<std::size_t>(rank_)]));
+  }
+  if (overlap(input.data, input.bytes(), output.data, output.bytes())) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("all_to_all_v"),
+                          "input and output overlap", "pass two separate buffers");
+  }
+}
+
+void Transport::all_gather_v(ConstElementSpan input, ElementSpan output,
+                             std::span<const std::size_t> counts) {
+  check_all_gather_v(input, output, counts);
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
+  run_collective("all_gather_v", [&] { do_all_gather_v(input, output, counts); });
+}
+
+void Transport::all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                             ElementSpan output, std::span<const std::size_t> recv_counts) {
+  check_all_to_all_v(input, send_counts, output, recv_counts);
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
+  run_collective("all_to_all_v", [&] { do_all_to_all_v(input, send_counts, output, recv_counts); });
+}
+
 void Transport::barrier() {
   if (world_size_ > 1) run_collective("barrier", [&] { do_barrier(); });
 }

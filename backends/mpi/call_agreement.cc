@@ -20,8 +20,14 @@ constexpr int kCountLowBits = 22;
 constexpr std::uint32_t kCountLowMask = (1u << kCountLowBits) - 1;
 constexpr int kCountShift = 32 - kCountLowBits;
 
+// Kinds 1..8 in 3 bits, as kind - 1.
+static_assert(static_cast<int>(CollectiveKind::all_to_all_v) == 8);
+constexpr std::uint32_t kind_bits(CollectiveKind kind) {
+  return static_cast<std::uint32_t>(kind) - 1;
+}
+
 std::uint32_t signature_of(const CollectiveCall& call, std::uint64_t elements, bool inline_data) {
-  return static_cast<std::uint32_t>(call.kind) | static_cast<std::uint32_t>(call.op) << 3 |
+  return kind_bits(call.kind) | static_cast<std::uint32_t>(call.op) << 3 |
          static_cast<std::uint32_t>(call.dtype) << 5 | (inline_data ? CallAgreement::kInline : 0) |
          static_cast<std::uint32_t>(elements & kCountLowMask) << kCountShift;
 }
@@ -35,7 +41,7 @@ bool same_call(const Cell& a, const Cell& b) {
 
 Dtype dtype_of(const Cell& cell) { return static_cast<Dtype>((cell.signature >> 5) & 7); }
 ReduceOp op_of(const Cell& cell) { return static_cast<ReduceOp>((cell.signature >> 3) & 3); }
-std::uint32_t kind_of(const Cell& cell) { return cell.signature & 7; }
+std::uint32_t kind_of(const Cell& cell) { return cell.signature & 7; }  // kind_bits
 
 // Inline cells only: the payload's elements, within kInlineBytes.
 std::size_t inline_elements(const Cell& cell) {
@@ -46,7 +52,7 @@ std::size_t inline_elements(const Cell& cell) {
 void merge_payload(const Cell& theirs, Cell& ours) {
   const std::size_t count = inline_elements(ours);
   if (count == 0) return;
-  if (kind_of(ours) == static_cast<std::uint32_t>(CollectiveKind::all_gather)) {
+  if (kind_of(ours) == kind_bits(CollectiveKind::all_gather)) {
     for (std::size_t i = 0; i < ours.rest.size(); ++i) ours.rest[i] |= theirs.rest[i];
     return;
   }

@@ -88,7 +88,7 @@ class CallAgreement {
 
   // The wire layouts, public for the ops and their tests.
   struct Cell {
-    // kind (3 bits), op (2), dtype (3), kInline, kDisagreed, then the
+    // kind - 1 (3 bits), op (2), dtype (3), kInline, kDisagreed, then the
     // count's low 22 bits (inline: the payload's elements).
     std::uint32_t signature = 0;
     // Inline: the payload. Otherwise the count's bits 22 to 53.

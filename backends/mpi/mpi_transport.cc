@@ -27,6 +27,10 @@ std::string_view mpi_call_of(const WatchedCall& watched) {
       return "MPI_Bcast";
     case CollectiveKind::all_to_all:
       return "MPI_Alltoall";
+    case CollectiveKind::all_gather_v:
+      return "MPI_Allgatherv";
+    case CollectiveKind::all_to_all_v:
+      return "MPI_Alltoallv";
     case CollectiveKind::all_reduce:
     case CollectiveKind::barrier:
       break;

@@ -70,6 +70,10 @@ class MpiTransport final : public Transport, private Releasable {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
+  void do_all_gather_v(ConstElementSpan input, ElementSpan output,
+                       std::span<const std::size_t> counts) override;
+  void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                       ElementSpan output, std::span<const std::size_t> recv_counts) override;
   void do_barrier() override;
   std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
 
@@ -112,6 +116,9 @@ class MpiTransport final : public Transport, private Releasable {
                         const CollectiveCall& call);
   void all_gather_in_pieces(const void* send, std::byte* output, std::size_t per_rank,
                             const CollectiveCall& call);
+  // counts_int_ and displacements_ for `counts` (elements), or
+  // invalid_argument when they do not fit MPI's ints.
+  void prepare_displacements(std::span<const std::size_t> counts, const CollectiveCall& call);
   // Runs `mpi_call` (returning MPI's code) under the watchdog; a failure
   // breaks the transport and throws, naming `name`.
   template <class MpiCall>
@@ -133,7 +140,8 @@ class MpiTransport final : public Transport, private Releasable {
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<MPI_Comm> probe_comm_{MPI_COMM_NULL};  // set once the transport is up
   CallAgreement agreement_;
-  std::uint64_t sequence_ = 0;  // collectives run so far
+  std::uint64_t sequence_ = 0;                   // collectives run so far
+  std::vector<int> counts_int_, displacements_;  // the _v collectives', reused
 
   FailureLatch latch_;
   std::unique_ptr<PointToPoint> p2p_;  // set once the communicator exists

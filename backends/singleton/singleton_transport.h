@@ -24,6 +24,10 @@ class SingletonTransport final : public Transport {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
+  void do_all_gather_v(ConstElementSpan input, ElementSpan output,
+                       std::span<const std::size_t> counts) override;
+  void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                       ElementSpan output, std::span<const std::size_t> recv_counts) override;
   void do_barrier() override;
   // A group of one splits into a group of one (or none, for kNoColor).
   std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;

@@ -434,6 +434,87 @@ TEST(Collectives, InterleaveWithPointToPointTraffic) {
   }
 }
 
+// How many elements rank `from` sends rank `to` in the uneven cases: zeros
+// included, different for every pair; `scale` makes them large.
+std::size_t uneven_count(int from, int to, std::size_t scale) {
+  return static_cast<std::size_t>((from * 5 + to * 3 + 1) % 4) * scale;
+}
+
+class AllGatherV : public ::testing::TestWithParam<Dtype> {};
+
+TEST_P(AllGatherV, UnevenBlocksIncludingEmptyOnesInRankOrder) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      for (std::size_t scale : {std::size_t{1}, std::size_t{1000}, std::size_t{300000}}) {
+        for (bool in_place : {false, true}) {
+          std::vector<std::size_t> counts;
+          for (int r = 0; r < n(); ++r) counts.push_back(uneven_count(r, 0, scale));
+          std::size_t total = 0, before = 0;
+          for (int r = 0; r < n(); ++r) {
+            if (r < me()) before += counts[static_cast<std::size_t>(r)];
+            total += counts[static_cast<std::size_t>(r)];
+          }
+          const std::size_t mine = counts[static_cast<std::size_t>(me())];
+          std::vector<T> input(mine), output(total);
+          T* from = in_place ? output.data() + before : input.data();
+          for (std::size_t k = 0; k < mine; ++k) from[k] = personal_value<T>(me(), 0, k);
+          group().all_gather_v(ConstElementSpan{from, mine, dtype_of<T>},
+                               ElementSpan{output.data(), total, dtype_of<T>}, counts);
+          std::size_t wrong = 0, at = 0;
+          for (int r = 0; r < n(); ++r) {
+            for (std::size_t k = 0; k < counts[static_cast<std::size_t>(r)]; ++k) {
+              wrong += !(output[at++] == personal_value<T>(r, 0, k));
+            }
+          }
+          EXPECT_EQ(wrong, 0u) << "scale " << scale << (in_place ? ", in place" : "");
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, AllGatherV, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+class AllToAllV : public ::testing::TestWithParam<Dtype> {};
+
+TEST_P(AllToAllV, EveryPairItsOwnCountIncludingZero) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      for (std::size_t scale : {std::size_t{1}, std::size_t{1000}, std::size_t{300000}}) {
+        std::vector<std::size_t> send_counts, recv_counts;
+        for (int r = 0; r < n(); ++r) {
+          send_counts.push_back(uneven_count(me(), r, scale));
+          recv_counts.push_back(uneven_count(r, me(), scale));
+        }
+        std::vector<T> input, output;
+        for (int r = 0; r < n(); ++r) {
+          for (std::size_t k = 0; k < send_counts[static_cast<std::size_t>(r)]; ++k) {
+            input.push_back(personal_value<T>(me(), r, k));
+          }
+        }
+        std::size_t total = 0;
+        for (std::size_t c : recv_counts) total += c;
+        output.resize(total);
+        group().all_to_all_v(ConstElementSpan{input.data(), input.size(), dtype_of<T>}, send_counts,
+                             ElementSpan{output.data(), total, dtype_of<T>}, recv_counts);
+        std::size_t wrong = 0, at = 0;
+        for (int r = 0; r < n(); ++r) {
+          for (std::size_t k = 0; k < recv_counts[static_cast<std::size_t>(r)]; ++k) {
+            wrong += !(output[at++] == personal_value<T>(r, me(), k));
+          }
+        }
+        EXPECT_EQ(wrong, 0u) << "scale " << scale;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, AllToAllV, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
 // Even and odd ranks form two groups, each ordered backwards (key = -rank):
 // ranks, sizes, collectives and messages stay within each group.
 TEST(Split, ColorsFormGroupsOrderedByKey) {
@@ -636,6 +717,25 @@ TEST(Arguments, BadArgumentsAreRejectedAndTheGroupStaysUsable) {
       },
       "the same number of elements");
   const std::size_t ranks = static_cast<std::size_t>(n());
+  const std::vector<std::size_t> ones(ranks, 1), too_few(ranks + 1, 1);
+  expect_invalid(
+      [&] {
+        group().all_gather_v(ConstElementSpan{x.data(), 1, Dtype::f32},
+                             ElementSpan{y.data(), ranks, Dtype::f32}, too_few);
+      },
+      "one per rank");
+  expect_invalid(
+      [&] {
+        group().all_gather_v(ConstElementSpan{x.data(), 1, Dtype::f32},
+                             ElementSpan{y.data(), ranks + 1, Dtype::f32}, ones);
+      },
+      "add up to");
+  expect_invalid(
+      [&] {
+        group().all_to_all_v(ConstElementSpan{y.data(), ranks, Dtype::f32}, ones,
+                             ElementSpan{y.data() + ranks - 1, ranks, Dtype::f32}, ones);
+      },
+      "overlap");
   expect_invalid(
       [&] {
         group().all_to_all(ConstElementSpan{y.data(), 2 * ranks, Dtype::f32},

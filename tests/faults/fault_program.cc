@@ -12,6 +12,8 @@
 //   fault_program mismatch_root   rank 1 broadcasts from rank 1, the rest from rank 0
 //                                 (then a barrier: where a root finished, it fails there)
 //   fault_program mismatch_split  rank 1 splits the group, the rest all_sum
+//   fault_program mismatch_gather_v  rank 1 splits all_gather_v's total differently
+//   fault_program mismatch_all_to_all_v  rank 1 expects one element more from rank 0
 //   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
 //   fault_program mismatch_all_to_all  rank 1 all_to_alls blocks one element
 //                                 longer than the rest's
@@ -247,6 +249,31 @@ int main(int argc, char** argv) {
     ok = expect_error(rlx::ErrorKind::mismatch,
                       [&] { rank == 1 ? (void)group->split(0) : group->all_sum(std::span(data)); },
                       {"all_gather", "all_reduce sum"});
+  } else if (mode == "mismatch_gather_v") {
+    // The same total, another split of it on rank 1.
+    std::vector<std::size_t> counts(static_cast<std::size_t>(group->world_size()), 10);
+    if (rank == 1) {
+      counts[0] = 11;
+      counts[1] = 9;
+    }
+    std::vector<float> gathered(10 * counts.size());
+    std::vector<float> mine(counts[static_cast<std::size_t>(rank)], 1.0f);
+    ok = expect_error(rlx::ErrorKind::mismatch, [&] {
+      group->all_gather_v(std::span<const float>(mine), std::span(gathered), counts);
+      group->barrier();
+    });
+  } else if (mode == "mismatch_all_to_all_v") {
+    // Rank 1 expects one element more from rank 0 than rank 0 sends it.
+    std::vector<std::size_t> sends(static_cast<std::size_t>(group->world_size()), 5),
+        receives = sends;
+    if (rank == 1) receives[0] = 6;
+    std::vector<float> in(5 * sends.size(), 1.0f), out(5 * sends.size() + (rank == 1 ? 1 : 0));
+    // Only rank 1 sees a frame it did not expect: the others may finish
+    // their part, and report the mismatch at their next call.
+    ok = expect_error(rlx::ErrorKind::mismatch, [&] {
+      group->all_to_all_v(std::span<const float>(in), sends, std::span(out), receives);
+      group->barrier();
+    });
   } else if (mode == "mismatch_nonblocking") {
     ok = expect_error(rlx::ErrorKind::mismatch, [&] { group->iall_sum(std::span(data)).wait(); },
                       {"1000 x f32", "2000 x f32"});
