@@ -15,6 +15,9 @@
 //   collective.reduce_scatter  axis 0 divided by the group size; attrs "sum|prod|min|max <group>"
 //   collective.broadcast       same shape; attrs "<root rank> <group>"
 //   collective.all_to_all      same shape, axis 0 in group-size blocks; attrs "<group>"
+//   collective.send            same shape (its value is x, once sent); attrs "<to> <tag> <group>"
+//   collective.recv_like       the shape and dtype of its input (whose values are not
+//                              read), filled from a message; attrs "<from> <tag> <group>"
 #pragma once
 
 #include <memory>
@@ -27,6 +30,9 @@ namespace rlx::distributed {
 
 // Registers the collective.* ops (idempotent; rlx::init calls it).
 void register_collective_ops();
+// Registers collective.send and collective.recv_like (idempotent; send and
+// recv_like call it).
+void register_point_to_point_ops();
 
 // The group that ops with group id 0 (and calls without a group) use.
 void set_default_group(std::shared_ptr<Transport> group);
@@ -53,5 +59,14 @@ Array broadcast(const Array& x, int root, std::shared_ptr<Transport> group = nul
 // Axis 0 cut into group-size blocks: block j goes to rank j, and block i of
 // the result is what rank i sent this rank (mixture-of-experts routing).
 Array all_to_all(const Array& x, std::shared_ptr<Transport> group = nullptr);
+// Point-to-point inside the graph, as MLX's send and recv_like: send's value
+// is x, and evaluating it sends x's bytes to rank `to` (send_bytes: it does
+// not wait for the receiver); recv_like's is an array of like's shape and
+// dtype filled with the next message from rank `from` with `tag` (like's
+// values are not read). The message must be exactly that size (else
+// mismatch). Pipeline stages pass activations this way.
+Array send(const Array& x, int to, Tag tag = 0, std::shared_ptr<Transport> group = nullptr);
+Array recv_like(const Array& like, int from, Tag tag = 0,
+                std::shared_ptr<Transport> group = nullptr);
 
 }  // namespace rlx::distributed

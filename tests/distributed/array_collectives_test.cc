@@ -163,6 +163,19 @@ TEST(ArrayCollectives, AllToAllSendsBlockJToRankJ) {
   }
 }
 
+TEST(ArrayCollectives, SendAndRecvLikePassAnArrayAroundTheRing) {
+  const int n = group()->world_size(), me = group()->rank();
+  const Array mine = full({2, 3}, me + 0.5, Dtype::f32);
+  const Array sent = distributed::send(mine, (me + 1) % n, 5);
+  const Array received = distributed::recv_like(mine, (me + n - 1) % n, 5);
+  eval(sent, received);
+  for (float v : received.to_vector<float>())
+    EXPECT_EQ(v, static_cast<float>((me + n - 1) % n) + 0.5f);
+  for (float v : sent.to_vector<float>()) EXPECT_EQ(v, static_cast<float>(me) + 0.5f);
+  EXPECT_THROW(distributed::send(mine, n, 5), Error);
+  EXPECT_THROW(custom_op("collective.recv_like", {mine}, "0 5"), Error);
+}
+
 TEST(ArrayCollectives, BadAttributesAreClearErrors) {
   const Array x = ones({2});
   EXPECT_THROW(custom_op("collective.all_reduce", {x}, "average 0"), Error);
