@@ -47,6 +47,21 @@ void reduce_scatter(Links& links, const CollectiveCall& call, ConstElementSpan i
 // the reduction of every rank's block `rank` (the other blocks are scratch).
 void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data);
 
+// Every rank shows its call to its right neighbour (one step): what the
+// rooted algorithms run first, so ranks that disagree on the root fail with
+// mismatch instead of finishing trees of their own.
+void check_root_around_the_ring(Links& links, const CollectiveCall& call);
+
+// Rooted: `data` of rank call.root reduced from every rank's (binomial tree;
+// the others' `data` is left as it was); every rank's `input` gathered into
+// the root's `output`, rank order; block r of the root's `input` scattered
+// to rank r's `output` (direct exchanges with the root).
+void reduce_binomial(Links& links, const CollectiveCall& call, ElementSpan data);
+void gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                   ElementSpan output);
+void scatter_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                    ElementSpan output);
+
 // Copies `data` of rank call.root to every rank (binomial tree).
 void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
 

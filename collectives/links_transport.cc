@@ -112,6 +112,25 @@ void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
   rlx::all_to_all(links(), call, input, output);
 }
 
+void LinksTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
+  CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
+  call.root = root;
+  rlx::reduce_binomial(links(), call, data);
+}
+
+void LinksTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
+  CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
+  call.root = root;
+  rlx::gather_direct(links(), call, input, output);
+}
+
+void LinksTransport::do_scatter(ConstElementSpan input, ElementSpan output, int root) {
+  CollectiveCall call =
+      next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
+  call.root = root;
+  rlx::scatter_direct(links(), call, input, output);
+}
+
 void LinksTransport::do_all_gather_v(ConstElementSpan input, ElementSpan output,
                                      std::span<const std::size_t> counts) {
   const CollectiveCall call =

@@ -55,8 +55,11 @@ class LinksTransport : public Transport {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;
   void do_broadcast(ElementSpan data, int root) final;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) final;
-  // Over the backend's links even between ranks of one host (a shared-memory
-  // form is still to come).
+  // Over the backend's links even between ranks of one host (shared-memory
+  // forms are still to come).
+  void do_reduce(ElementSpan data, ReduceOp op, int root) final;
+  void do_gather(ConstElementSpan input, ElementSpan output, int root) final;
+  void do_scatter(ConstElementSpan input, ElementSpan output, int root) final;
   void do_all_gather_v(ConstElementSpan input, ElementSpan output,
                        std::span<const std::size_t> counts) final;
   void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,

@@ -20,6 +20,12 @@ std::string_view name_of(CollectiveKind kind) {
       return "all_gather_v";
     case CollectiveKind::all_to_all_v:
       return "all_to_all_v";
+    case CollectiveKind::reduce:
+      return "reduce";
+    case CollectiveKind::gather:
+      return "gather";
+    case CollectiveKind::scatter:
+      return "scatter";
   }
   return "unknown collective";
 }
@@ -27,7 +33,8 @@ std::string_view name_of(CollectiveKind kind) {
 std::string CollectiveCall::describe() const {
   // Appended piece by piece: GCC 12 at -O3 warns (-Wrestrict) on literal + temporary.
   std::string text(name_of(kind));
-  if (kind == CollectiveKind::all_reduce || kind == CollectiveKind::reduce_scatter) {
+  if (kind == CollectiveKind::all_reduce || kind == CollectiveKind::reduce_scatter ||
+      kind == CollectiveKind::reduce) {
     text.append(" ").append(name_of(op));
   }
   if (kind == CollectiveKind::all_to_all) {
@@ -37,7 +44,12 @@ std::string CollectiveCall::describe() const {
   } else if (kind != CollectiveKind::barrier) {
     text.append(" of ").append(describe_elements(count, dtype));
   }
-  if (kind == CollectiveKind::broadcast) text.append(" from rank ").append(std::to_string(root));
+  if (kind == CollectiveKind::broadcast || kind == CollectiveKind::scatter) {
+    text.append(" from rank ").append(std::to_string(root));
+  }
+  if (kind == CollectiveKind::reduce || kind == CollectiveKind::gather) {
+    text.append(" to rank ").append(std::to_string(root));
+  }
   if (sequence >= kSetupSequence) {
     return text.append(", set-up call #").append(std::to_string(sequence - kSetupSequence));
   }

@@ -21,6 +21,9 @@ enum class CollectiveKind : std::uint8_t {
   all_to_all = 6,
   all_gather_v = 7,  // count: the gathered total
   all_to_all_v = 8,  // count: 0 (each pair's sizes are checked on the wire)
+  reduce = 9,
+  gather = 10,   // count: each rank's contribution
+  scatter = 11,  // count: each rank's share
 };
 
 std::string_view name_of(CollectiveKind kind);
@@ -38,7 +41,7 @@ struct CollectiveCall {
   // block, what each rank sends each rank).
   std::uint64_t count = 0;
   std::uint64_t sequence = 0;  // how many collectives this group ran before
-  std::int32_t root = -1;      // broadcast only
+  std::int32_t root = -1;      // broadcast, reduce, gather and scatter
 
   friend bool operator==(const CollectiveCall&, const CollectiveCall&) = default;
   // "all_reduce sum of 1024 x f32 (4 KiB), collective #7".
@@ -49,7 +52,7 @@ struct CollectiveCall {
 // posted in shared memory) name a collective kind, a reduction and a dtype.
 inline bool valid_call_fields(std::uint8_t kind, std::uint8_t op, std::uint8_t dtype) {
   return kind >= static_cast<std::uint8_t>(CollectiveKind::all_reduce) &&
-         kind <= static_cast<std::uint8_t>(CollectiveKind::all_to_all_v) &&
+         kind <= static_cast<std::uint8_t>(CollectiveKind::scatter) &&
          op <= static_cast<std::uint8_t>(ReduceOp::max) && is_valid_dtype(dtype);
 }
 

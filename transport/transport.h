@@ -161,6 +161,17 @@ class Transport {
   // same number of elements of one dtype, and are the same buffer (in place)
   // or do not overlap.
   void all_to_all(ConstElementSpan input, ElementSpan output);
+  // Rooted collectives (MPI_Reduce, MPI_Gather, MPI_Scatter). reduce leaves
+  // the elementwise reduction of every rank's `data` in rank `root`'s `data`
+  // and the others' `data` as it was. gather puts every rank's `input` (the
+  // same count on every rank), in rank order, into rank `root`'s `output`
+  // (world_size x input.count; other ranks' `output` is not used and may be
+  // empty). scatter sends block r of rank `root`'s `input` (world_size
+  // blocks of output.count) to rank r's `output` (other ranks' `input` is
+  // not used and may be empty).
+  void reduce(ElementSpan data, ReduceOp op, int root);
+  void gather(ConstElementSpan input, ElementSpan output, int root);
+  void scatter(ConstElementSpan input, ElementSpan output, int root);
   // Uneven all_gather: rank r contributes counts[r] elements (this rank's
   // `input` holds counts[rank()]); `output` receives every contribution in
   // rank order (sum of counts elements). Every rank passes the same counts,
@@ -216,6 +227,20 @@ class Transport {
   void all_gather(std::span<const T, N> input, std::span<T, M> output) {
     all_gather(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
+  }
+  template <Element T, std::size_t N>
+  void reduce(std::span<T, N> data, ReduceOp op, int root) {
+    reduce(ElementSpan::of(std::span<T>(data)), op, root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void gather(std::span<const T, N> input, std::span<T, M> output, int root) {
+    gather(ConstElementSpan::of(std::span<const T>(input)), ElementSpan::of(std::span<T>(output)),
+           root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  void scatter(std::span<const T, N> input, std::span<T, M> output, int root) {
+    scatter(ConstElementSpan::of(std::span<const T>(input)), ElementSpan::of(std::span<T>(output)),
+            root);
   }
   template <Element T, std::size_t N, std::size_t M>
   void all_gather_v(std::span<const T, N> input, std::span<T, M> output,
@@ -278,6 +303,11 @@ class Transport {
   virtual void do_broadcast(ElementSpan data, int root) = 0;
   // `input` and `output` are the same buffer or do not overlap.
   virtual void do_all_to_all(ConstElementSpan input, ElementSpan output) = 0;
+  // Rooted: non-root ranks pass an empty `output` to do_gather and an empty
+  // `input` to do_scatter.
+  virtual void do_reduce(ElementSpan data, ReduceOp op, int root) = 0;
+  virtual void do_gather(ConstElementSpan input, ElementSpan output, int root) = 0;
+  virtual void do_scatter(ConstElementSpan input, ElementSpan output, int root) = 0;
   virtual void do_all_gather_v(ConstElementSpan input, ElementSpan output,
                                std::span<const std::size_t> counts) = 0;
   virtual void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
@@ -329,6 +359,10 @@ class Transport {
                     bool gathers) const;
   // Equal sizes and dtypes, world_size blocks, and no partial overlap.
   void check_all_to_all(ConstElementSpan input, ElementSpan output) const;
+  // The root's side of gather (gathers) or scatter: valid elements of one
+  // dtype, world_size blocks; the other ranks' side is ignored.
+  void check_rooted_blocks(std::string_view operation, ConstElementSpan input, ElementSpan output,
+                           int root, bool gathers) const;
   // Valid elements on both sides, of one dtype.
   void check_two_sides(std::string_view operation, ConstElementSpan input,
                        ElementSpan output) const;

@@ -239,6 +239,35 @@ void Transport::all_to_all_v(ConstElementSpan input, std::span<const std::size_t
   run_collective("all_to_all_v", [&] { do_all_to_all_v(input, send_counts, output, recv_counts); });
 }
 
+void Transport::check_rooted_blocks(std::string_view operation, ConstElementSpan input,
+                                    ElementSpan output, int root, bool gathers) const {
+  check_peer(root, operation);
+  if (rank_ == root) return check_blocks(operation, input, output, gathers);
+  const ConstElementSpan mine = gathers ? input : ConstElementSpan(output);
+  check_elements(operation, mine.data, mine.count, mine.dtype);
+}
+
+void Transport::reduce(ElementSpan data, ReduceOp op, int root) {
+  check_elements("reduce", data.data, data.count, data.dtype);
+  check_op("reduce", op);
+  check_peer(root, "reduce");
+  if (world_size_ > 1) run_collective("reduce", [&] { do_reduce(data, op, root); });
+}
+
+void Transport::gather(ConstElementSpan input, ElementSpan output, int root) {
+  check_rooted_blocks("gather", input, output, root, /*gathers=*/true);
+  if (rank_ != root) output = {nullptr, 0, input.dtype};
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
+  run_collective("gather", [&] { do_gather(input, output, root); });
+}
+
+void Transport::scatter(ConstElementSpan input, ElementSpan output, int root) {
+  check_rooted_blocks("scatter", input, output, root, /*gathers=*/false);
+  if (rank_ != root) input = {nullptr, 0, output.dtype};
+  if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
+  run_collective("scatter", [&] { do_scatter(input, output, root); });
+}
+
 void Transport::barrier() {
   if (world_size_ > 1) run_collective("barrier", [&] { do_barrier(); });
 }

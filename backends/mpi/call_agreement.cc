@@ -16,19 +16,19 @@ static_assert(sizeof(Cell) == sizeof(std::uint64_t) && sizeof(WireCall) == 32 &&
                   sizeof(Diagnosis) == 64,
               "the cells' layouts have no padding");
 
-constexpr int kCountLowBits = 22;
+constexpr int kCountLowBits = 21;
 constexpr std::uint32_t kCountLowMask = (1u << kCountLowBits) - 1;
 constexpr int kCountShift = 32 - kCountLowBits;
 
-// Kinds 1..8 in 3 bits, as kind - 1.
-static_assert(static_cast<int>(CollectiveKind::all_to_all_v) == 8);
+// Kinds 1..16 in 4 bits, as kind - 1.
+static_assert(static_cast<int>(CollectiveKind::scatter) <= 16);
 constexpr std::uint32_t kind_bits(CollectiveKind kind) {
   return static_cast<std::uint32_t>(kind) - 1;
 }
 
 std::uint32_t signature_of(const CollectiveCall& call, std::uint64_t elements, bool inline_data) {
-  return kind_bits(call.kind) | static_cast<std::uint32_t>(call.op) << 3 |
-         static_cast<std::uint32_t>(call.dtype) << 5 | (inline_data ? CallAgreement::kInline : 0) |
+  return kind_bits(call.kind) | static_cast<std::uint32_t>(call.op) << 4 |
+         static_cast<std::uint32_t>(call.dtype) << 6 | (inline_data ? CallAgreement::kInline : 0) |
          static_cast<std::uint32_t>(elements & kCountLowMask) << kCountShift;
 }
 
@@ -39,9 +39,9 @@ bool same_call(const Cell& a, const Cell& b) {
   return (a.signature & CallAgreement::kInline) != 0 || a.rest == b.rest;
 }
 
-Dtype dtype_of(const Cell& cell) { return static_cast<Dtype>((cell.signature >> 5) & 7); }
-ReduceOp op_of(const Cell& cell) { return static_cast<ReduceOp>((cell.signature >> 3) & 3); }
-std::uint32_t kind_of(const Cell& cell) { return cell.signature & 7; }  // kind_bits
+Dtype dtype_of(const Cell& cell) { return static_cast<Dtype>((cell.signature >> 6) & 7); }
+ReduceOp op_of(const Cell& cell) { return static_cast<ReduceOp>((cell.signature >> 4) & 3); }
+std::uint32_t kind_of(const Cell& cell) { return cell.signature & 15; }  // kind_bits
 
 // Inline cells only: the payload's elements, within kInlineBytes.
 std::size_t inline_elements(const Cell& cell) {

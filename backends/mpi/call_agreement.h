@@ -44,9 +44,9 @@ class CallAgreement {
  public:
   // Data up to this size rides in the cell.
   static constexpr std::size_t kInlineBytes = 4;
-  // Element counts from here on do not fit the cell (2^54: no buffer that
+  // Element counts from here on do not fit the cell (2^53: no buffer that
   // large can exist); the transport refuses them.
-  static constexpr std::uint64_t kCountLimit = std::uint64_t{1} << 54;
+  static constexpr std::uint64_t kCountLimit = std::uint64_t{1} << 53;
 
   // Creates the diagnosis datatype and the ops; MPI must be started.
   CallAgreement();
@@ -88,14 +88,14 @@ class CallAgreement {
 
   // The wire layouts, public for the ops and their tests.
   struct Cell {
-    // kind - 1 (3 bits), op (2), dtype (3), kInline, kDisagreed, then the
-    // count's low 22 bits (inline: the payload's elements).
+    // kind - 1 (4 bits), op (2), dtype (3), kInline, kDisagreed, then the
+    // count's low 21 bits (inline: the payload's elements).
     std::uint32_t signature = 0;
-    // Inline: the payload. Otherwise the count's bits 22 to 53.
+    // Inline: the payload. Otherwise the count's bits 21 to 52.
     std::array<std::byte, kInlineBytes> rest{};
   };
-  static constexpr std::uint32_t kInline = 1u << 8;
-  static constexpr std::uint32_t kDisagreed = 1u << 9;
+  static constexpr std::uint32_t kInline = 1u << 9;
+  static constexpr std::uint32_t kDisagreed = 1u << 10;
   // inout = combine(in, inout) for one cell: the cell op's body.
   static void combine(const std::byte* in, std::byte* inout);
 

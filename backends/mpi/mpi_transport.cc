@@ -29,6 +29,12 @@ std::string_view mpi_call_of(const WatchedCall& watched) {
       return "MPI_Alltoall";
     case CollectiveKind::all_gather_v:
       return "MPI_Allgatherv";
+    case CollectiveKind::reduce:
+      return "MPI_Reduce";
+    case CollectiveKind::gather:
+      return "MPI_Gather";
+    case CollectiveKind::scatter:
+      return "MPI_Scatter";
     case CollectiveKind::all_to_all_v:
       return "MPI_Alltoallv";
     case CollectiveKind::all_reduce:
@@ -272,7 +278,7 @@ CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype d
 void MpiTransport::agree_on(const CollectiveCall& call) {
   if (call.count >= CallAgreement::kCountLimit) [[unlikely]] {
     throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
-                          "the MPI transport takes at most 2^54 elements per call");
+                          "the MPI transport takes at most 2^53 elements per call");
   }
   int code = MPI_SUCCESS;
   {

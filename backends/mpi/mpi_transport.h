@@ -70,6 +70,9 @@ class MpiTransport final : public Transport, private Releasable {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
+  void do_reduce(ElementSpan data, ReduceOp op, int root) override;
+  void do_gather(ConstElementSpan input, ElementSpan output, int root) override;
+  void do_scatter(ConstElementSpan input, ElementSpan output, int root) override;
   void do_all_gather_v(ConstElementSpan input, ElementSpan output,
                        std::span<const std::size_t> counts) override;
   void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
@@ -109,6 +112,8 @@ class MpiTransport final : public Transport, private Releasable {
   // Runs the cell prepared for `call` through MPI_Allreduce (call_agreement.h)
   // and throws ErrorKind::mismatch, on every rank, unless every rank made it.
   void agree_on(const CollectiveCall& call);
+  // The same for a rooted call: the cell carries count x world_size + root.
+  void agree_on_rooted(const CollectiveCall& call);
   CollectiveError mismatch_error(const CollectiveCall& call,
                                  const CallAgreement::Verdict& verdict) const;
   // One MPI_Allreduce of at most max_message_bytes, under the watchdog.

@@ -1,5 +1,6 @@
-// MpiTransport's broadcast and all-to-all: agreement first, as every
-// collective, then MPI_Bcast and MPI_Alltoall, in pieces of at most
+// MpiTransport's rooted collectives and all-to-all: agreement first, as
+// every collective, then MPI_Reduce, MPI_Gather, MPI_Scatter, MPI_Bcast and
+// MPI_Alltoall, in pieces of at most
 // max_message_bytes so MPI's int counts never overflow.
 #include <algorithm>
 #include <climits>
@@ -9,24 +10,91 @@
 
 namespace rlx::mpi {
 
-void MpiTransport::do_broadcast(ElementSpan data, int root) {
-  check_usable("broadcast");
-  p2p_->reap_sends();
-  CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
-  call.root = root;
+void MpiTransport::agree_on_rooted(const CollectiveCall& call) {
   // The cell has room for a count, not a root: it carries count x n + root,
   // one number per (count, root), so ranks that disagree on either differ.
   const auto n = static_cast<std::uint64_t>(world_size());
   std::uint64_t key = 0;
   if (__builtin_mul_overflow(call.count, n, &key) || key + n >= CallAgreement::kCountLimit) {
     throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
-                          "the MPI transport broadcasts at most 2^54 / world_size elements",
-                          "split the broadcast into several calls");
+                          "the MPI transport's rooted collectives take at most 2^53 / world_size "
+                          "elements",
+                          "split the call into several");
   }
   CollectiveCall signature = call;
-  signature.count = key + static_cast<std::uint64_t>(root);
+  signature.count = key + static_cast<std::uint64_t>(call.root);
   agreement_.prepare(signature, 0);
   agree_on(call);
+}
+
+void MpiTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
+  check_usable("reduce");
+  p2p_->reap_sends();
+  CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
+  call.root = root;
+  agree_on_rooted(call);
+  if (data.count > piece_elements_[static_cast<std::size_t>(data.dtype)]) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
+                          "more elements than one MPI call can carry",
+                          "split the reduce into several calls");
+  }
+  const Reduction reduction = reduction_for(data.dtype, op);
+  const bool at_root = rank() == root;
+  run_watched(call, "MPI_Reduce", [&] {
+    return MPI_Reduce(at_root ? MPI_IN_PLACE : data.data, at_root ? data.data : nullptr,
+                      static_cast<int>(data.count), reduction.type, reduction.op, root, comm_);
+  });
+}
+
+void MpiTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
+  check_usable("gather");
+  p2p_->reap_sends();
+  CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
+  call.root = root;
+  agree_on_rooted(call);
+  const std::size_t block = input.bytes();
+  if (block > options_.max_message_bytes) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
+                          "each rank's block exceeds what one MPI call can carry",
+                          "split the gather into several calls");
+  }
+  auto* out = static_cast<std::byte*>(output.data);
+  const bool in_place =
+      rank() == root && input.data == out + static_cast<std::size_t>(root) * block;
+  run_watched(call, "MPI_Gather", [&] {
+    return MPI_Gather(in_place ? MPI_IN_PLACE : input.data, static_cast<int>(block), MPI_BYTE, out,
+                      static_cast<int>(block), MPI_BYTE, root, comm_);
+  });
+}
+
+void MpiTransport::do_scatter(ConstElementSpan input, ElementSpan output, int root) {
+  check_usable("scatter");
+  p2p_->reap_sends();
+  CollectiveCall call =
+      next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
+  call.root = root;
+  agree_on_rooted(call);
+  const std::size_t block = output.bytes();
+  if (block > options_.max_message_bytes) {
+    throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
+                          "each rank's block exceeds what one MPI call can carry",
+                          "split the scatter into several calls");
+  }
+  const auto* in = static_cast<const std::byte*>(input.data);
+  const bool in_place =
+      rank() == root && output.data == in + static_cast<std::size_t>(root) * block;
+  run_watched(call, "MPI_Scatter", [&] {
+    return MPI_Scatter(in, static_cast<int>(block), MPI_BYTE, in_place ? MPI_IN_PLACE : output.data,
+                       static_cast<int>(block), MPI_BYTE, root, comm_);
+  });
+}
+
+void MpiTransport::do_broadcast(ElementSpan data, int root) {
+  check_usable("broadcast");
+  p2p_->reap_sends();
+  CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
+  call.root = root;
+  agree_on_rooted(call);
   auto* bytes = static_cast<std::byte*>(data.data);
   for (std::size_t offset = 0; offset < data.bytes(); offset += options_.max_message_bytes) {
     const auto piece =

@@ -39,6 +39,9 @@ void SingletonTransport::do_all_gather(ConstElementSpan, ElementSpan) {}
 void SingletonTransport::do_reduce_scatter(ConstElementSpan, ElementSpan, ReduceOp) {}
 void SingletonTransport::do_broadcast(ElementSpan, int) {}
 void SingletonTransport::do_all_to_all(ConstElementSpan, ElementSpan) {}
+void SingletonTransport::do_reduce(ElementSpan, ReduceOp, int) {}
+void SingletonTransport::do_gather(ConstElementSpan, ElementSpan, int) {}
+void SingletonTransport::do_scatter(ConstElementSpan, ElementSpan, int) {}
 void SingletonTransport::do_all_gather_v(ConstElementSpan, ElementSpan,
                                          std::span<const std::size_t>) {}
 void SingletonTransport::do_all_to_all_v(ConstElementSpan, std::span<const std::size_t>,

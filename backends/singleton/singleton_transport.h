@@ -24,6 +24,9 @@ class SingletonTransport final : public Transport {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;
   void do_broadcast(ElementSpan data, int root) override;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) override;
+  void do_reduce(ElementSpan data, ReduceOp op, int root) override;
+  void do_gather(ConstElementSpan input, ElementSpan output, int root) override;
+  void do_scatter(ConstElementSpan input, ElementSpan output, int root) override;
   void do_all_gather_v(ConstElementSpan input, ElementSpan output,
                        std::span<const std::size_t> counts) override;
   void do_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,

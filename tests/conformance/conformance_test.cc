@@ -434,6 +434,90 @@ TEST(Collectives, InterleaveWithPointToPointTraffic) {
   }
 }
 
+class Reduce : public ::testing::TestWithParam<std::tuple<Dtype, ReduceOp>> {};
+
+// The root gets the reduction; every other rank's buffer is left as it was.
+TEST_P(Reduce, TheRootGetsTheReductionAndTheOthersKeepTheirData) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    for (std::size_t count :
+         {std::size_t{0}, std::size_t{1}, std::size_t{13}, std::size_t{65537}}) {
+      for (int root : {0, n() - 1}) {
+        std::unique_ptr<T[]> data(new T[count + 1]);
+        for (std::size_t i = 0; i < count; ++i)
+          data[i] = testing::small_integer_as<T>(value_of(me(), i));
+        group().reduce(ElementSpan{data.get(), count, dtype}, op, root);
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < count; ++i) {
+          T want = testing::small_integer_as<T>(value_of(me(), i));
+          if (me() == root) {
+            want = testing::small_integer_as<T>(value_of(0, i));
+            for (int r = 1; r < n(); ++r)
+              want = testing::reference_combine(want, testing::small_integer_as<T>(value_of(r, i)),
+                                                op);
+          }
+          wrong += !(data[i] == want);
+        }
+        EXPECT_EQ(wrong, 0u) << "count " << count << ", root " << root;
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, Reduce, testing::every_dtype_and_op(),
+                         testing::dtype_and_op_name);
+
+class GatherScatter : public ::testing::TestWithParam<Dtype> {};
+
+// A gather to each root, and the root scatters the gathered blocks back:
+// every rank gets its own block again.
+TEST_P(GatherScatter, GatherToTheRootAndScatterBack) {
+  dispatch_dtype(GetParam(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{4099}}) {
+        for (int root = 0; root < n(); ++root) {
+          std::vector<T> mine(count), all(me() == root ? count * static_cast<std::size_t>(n()) : 0);
+          for (std::size_t k = 0; k < count; ++k) mine[k] = personal_value<T>(me(), root, k);
+          group().gather(ConstElementSpan{mine.data(), count, dtype_of<T>},
+                         ElementSpan{all.data(), all.size(), dtype_of<T>}, root);
+          std::size_t wrong = 0;
+          for (std::size_t i = 0; i < all.size(); ++i) {
+            wrong += !(all[i] == personal_value<T>(static_cast<int>(i / count), root, i % count));
+          }
+          std::vector<T> back(count);
+          group().scatter(ConstElementSpan{all.data(), all.size(), dtype_of<T>},
+                          ElementSpan{back.data(), count, dtype_of<T>}, root);
+          for (std::size_t k = 0; k < count; ++k) wrong += !(back[k] == mine[k]);
+          EXPECT_EQ(wrong, 0u) << "count " << count << ", root " << root;
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryDtype, GatherScatter, ::testing::ValuesIn(kAllDtypes),
+                         [](const auto& test) { return std::string(name_of(test.param)); });
+
+TEST(RootedLarge, SixtyFourMebibytesReducedGatheredAndScattered) {
+  const std::size_t count = (std::size_t{16} << 20) / static_cast<std::size_t>(n());
+  std::vector<float> data(count, static_cast<float>(me() + 1));
+  group().reduce(std::span(data), ReduceOp::sum, n() - 1);
+  const float sum = static_cast<float>(n() * (n() + 1) / 2);
+  EXPECT_EQ(std::count(data.begin(), data.end(), me() == n() - 1 ? sum : me() + 1.0f),
+            static_cast<std::ptrdiff_t>(count));
+  std::vector<float> all(me() == 0 ? count * static_cast<std::size_t>(n()) : 0);
+  std::fill(data.begin(), data.end(), static_cast<float>(me()));
+  group().gather(ConstElementSpan::of(std::span<const float>(data)),
+                 ElementSpan::of(std::span(all)), 0);
+  std::vector<float> back(count, -1.0f);
+  group().scatter(ConstElementSpan::of(std::span<const float>(all)),
+                  ElementSpan::of(std::span(back)), 0);
+  EXPECT_EQ(std::count(back.begin(), back.end(), static_cast<float>(me())),
+            static_cast<std::ptrdiff_t>(count));
+}
+
 // How many elements rank `from` sends rank `to` in the uneven cases: zeros
 // included, different for every pair; `scale` makes them large.
 std::size_t uneven_count(int from, int to, std::size_t scale) {

@@ -12,6 +12,7 @@
 //   fault_program mismatch_root   rank 1 broadcasts from rank 1, the rest from rank 0
 //                                 (then a barrier: where a root finished, it fails there)
 //   fault_program mismatch_split  rank 1 splits the group, the rest all_sum
+//   fault_program mismatch_gather_root  rank 1 gathers to itself, the rest to rank 0
 //   fault_program mismatch_gather_v  rank 1 splits all_gather_v's total differently
 //   fault_program mismatch_all_to_all_v  rank 1 expects one element more from rank 0
 //   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
@@ -267,6 +268,15 @@ int main(int argc, char** argv) {
     ok = expect_error(rlx::ErrorKind::mismatch,
                       [&] { rank == 1 ? (void)group->split(0) : group->all_sum(std::span(data)); },
                       {"all_gather", "all_reduce sum"});
+  } else if (mode == "mismatch_gather_root") {
+    std::vector<float> all(data.size() * static_cast<std::size_t>(group->world_size()));
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        group->gather(rlx::ConstElementSpan::of(std::span<const float>(data)),
+                                      rlx::ElementSpan::of(std::span(all)), rank == 1 ? 1 : 0);
+                        group->barrier();
+                      },
+                      {"to rank 0", "to rank 1"});
   } else if (mode == "mismatch_gather_v") {
     // The same total, another split of it on rank 1.
     std::vector<std::size_t> counts(static_cast<std::size_t>(group->world_size()), 10);
