@@ -63,16 +63,33 @@ TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedNotQueued) {
 
 TEST(CollectiveStream, StopFinishesTheRunningJobAndFailsTheQueuedOnes) {
   CollectiveStream stream;
-  std::promise<void> started;
+  std::promise<void> started, release;
+  const std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> finished{false};
   const Request running = stream.submit([&] {
     started.set_value();
-    std::this_thread::sleep_for(50ms);
+    released.wait();
     finished = true;
   });
   const Request queued = stream.submit([] { ADD_FAILURE() << "ran after stop"; });
   started.get_future().wait();
-  stream.stop(std::make_exception_ptr(std::runtime_error("closed")));
+  std::thread stopper([&] { stream.stop(std::make_exception_ptr(std::runtime_error("closed"))); });
+  // Once stop has begun, new work fails at once; only then may the running
+  // job end (else the stream could start the queued one first). Probes
+  // submitted before that are queued, and stop fails them with the rest.
+  bool stopping = false;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!stopping && std::chrono::steady_clock::now() < deadline) {
+    try {
+      stream.submit([] {}).test();
+      std::this_thread::yield();
+    } catch (const std::runtime_error&) {
+      stopping = true;
+    }
+  }
+  EXPECT_TRUE(stopping);
+  release.set_value();
+  stopper.join();
   EXPECT_TRUE(finished);
   EXPECT_NO_THROW(running.wait());
   EXPECT_THROW(queued.wait(), std::runtime_error);
