@@ -2,10 +2,11 @@
 
 namespace rlx {
 
-void Request::State::finish(std::exception_ptr failure) {
+void Request::State::finish(std::exception_ptr failure, std::size_t transferred) {
   {
     std::lock_guard lock(mutex);
     error = std::move(failure);
+    bytes = transferred;
     done = true;
   }
   completed.notify_all();
@@ -23,6 +24,24 @@ bool Request::test() const {
   std::lock_guard lock(state_->mutex);
   if (state_->done && state_->error) std::rethrow_exception(state_->error);
   return state_->done;
+}
+
+std::size_t Request::bytes() const {
+  if (!state_) return 0;
+  std::lock_guard lock(state_->mutex);
+  return state_->bytes;
+}
+
+void wait_all(std::span<const Request> requests) {
+  std::exception_ptr first;
+  for (const Request& request : requests) {
+    try {
+      request.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace rlx

@@ -1,12 +1,15 @@
 // A handle on an operation that runs in the background (Transport's i*
 // calls): wait() blocks until it completed and rethrows its error; test()
-// says whether it completed without blocking. Copies share one operation.
+// says whether it completed without blocking; bytes() says how long the
+// message an irecv received was. Copies share one operation.
 #pragma once
 
 #include <condition_variable>
+#include <cstddef>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 
 namespace rlx {
 
@@ -18,7 +21,8 @@ class Request {
     std::condition_variable completed;
     bool done = false;
     std::exception_ptr error;
-    void finish(std::exception_ptr failure);
+    std::size_t bytes = 0;
+    void finish(std::exception_ptr failure, std::size_t transferred = 0);
   };
 
   Request() = default;  // an operation that completed already
@@ -30,9 +34,16 @@ class Request {
   void wait() const;
   // True once the operation completed (then rethrows its error, like wait).
   bool test() const;
+  // After wait() or a true test(): for irecv, the length in bytes of the
+  // message received; 0 for every other operation.
+  std::size_t bytes() const;
 
  private:
   std::shared_ptr<State> state_;
 };
+
+// Waits for every request, in order, even after one failed (their buffers
+// must outlive them), then rethrows the first failure (MPI_Waitall).
+void wait_all(std::span<const Request> requests);
 
 }  // namespace rlx

@@ -71,10 +71,12 @@ Request Transport::submit_collective(std::string_view operation, std::function<v
   });
 }
 
-void Transport::stop_background_collectives() {
-  stream_.stop(std::make_exception_ptr(
+void Transport::stop_background_work() {
+  const auto closed = std::make_exception_ptr(
       CollectiveError(ErrorKind::backend_unavailable, site("close"),
-                      "the transport was closed before this non-blocking collective started")));
+                      "the transport was closed before this non-blocking operation started"));
+  stream_.stop(closed);
+  p2p_stream_.stop(closed);
 }
 
 void Transport::check_payload(std::span<const std::byte> payload,
@@ -118,17 +120,20 @@ void Transport::check_op(std::string_view operation, ReduceOp op) const {
 }
 
 void Transport::send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
-  check_peer(to, "send_bytes");
-  check_tag(tag, "send_bytes");
-  check_payload(payload, "send_bytes");
-  do_send_bytes(to, tag, payload);
+  check_send(to, tag, payload, "send_bytes");
+  p2p_stream_.run_after_posted({.sends = true, .peer = to, .tag = tag},
+                               [&] { do_send_bytes(to, tag, payload); });
 }
 
 std::vector<std::byte> Transport::recv_bytes(int from, Tag tag) {
   check_peer(from, "recv_bytes");
   check_tag(tag, "recv_bytes");
-  if (auto kept = take_kept(from, tag)) return std::move(*kept);
-  return do_recv_bytes(from, tag);
+  std::vector<std::byte> message;
+  p2p_stream_.run_after_posted({.sends = false, .peer = from, .tag = tag}, [&] {
+    auto kept = take_kept(from, tag);
+    message = kept ? std::move(*kept) : do_recv_bytes(from, tag);
+  });
+  return message;
 }
 
 std::size_t Transport::recv_bytes_into(int from, Tag tag, std::span<std::byte> into) {
@@ -137,16 +142,51 @@ std::size_t Transport::recv_bytes_into(int from, Tag tag, std::span<std::byte> i
 
 std::size_t Transport::receive_into(int from, Tag tag, std::span<std::byte> into,
                                     std::size_t element) {
-  check_peer(from, "recv_bytes_into");
-  check_tag(tag, "recv_bytes_into");
-  if (into.data() == nullptr && !into.empty()) {
-    throw CollectiveError(ErrorKind::invalid_argument,
-                          site("recv_bytes_into", from, format_bytes(into.size())),
-                          "the buffer is null but its length is not 0");
-  }
+  check_receive(from, tag, into, "recv_bytes_into");
+  std::size_t length = 0;
+  p2p_stream_.run_after_posted({.sends = false, .peer = from, .tag = tag},
+                               [&] { length = receive_checked(from, tag, into, element); });
+  return length;
+}
+
+std::size_t Transport::receive_checked(int from, Tag tag, std::span<std::byte> into,
+                                       std::size_t element) {
   if (auto kept = take_kept(from, tag))
     return place_or_keep(from, tag, std::move(*kept), into, element);
   return do_recv_bytes_into(from, tag, into, element);
+}
+
+Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
+  check_send(to, tag, payload, "isend");
+  return p2p_stream_.post({.sends = true, .peer = to, .tag = tag}, [this, to, tag, payload] {
+    do_send_bytes(to, tag, payload);
+    return std::size_t{0};
+  });
+}
+
+Request Transport::ireceive(int from, Tag tag, std::span<std::byte> into, std::size_t element) {
+  check_receive(from, tag, into, "irecv");
+  return p2p_stream_.post(
+      {.sends = false, .peer = from, .tag = tag},
+      [this, from, tag, into, element] { return receive_checked(from, tag, into, element); });
+}
+
+void Transport::check_send(int to, Tag tag, std::span<const std::byte> payload,
+                           std::string_view operation) const {
+  check_peer(to, operation);
+  check_tag(tag, operation);
+  check_payload(payload, operation);
+}
+
+void Transport::check_receive(int from, Tag tag, std::span<std::byte> into,
+                              std::string_view operation) const {
+  check_peer(from, operation);
+  check_tag(tag, operation);
+  if (into.data() == nullptr && !into.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument,
+                          site(operation, from, format_bytes(into.size())),
+                          "the buffer is null but its length is not 0");
+  }
 }
 
 std::size_t Transport::do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,

@@ -46,6 +46,7 @@
 #include "core/dtype.h"
 #include "transport/collective_stream.h"
 #include "transport/errors.h"
+#include "transport/point_to_point_stream.h"
 #include "transport/request.h"
 
 namespace rlx {
@@ -138,6 +139,31 @@ class Transport {
   std::size_t recv(int from, Tag tag, std::span<T, N> into) {
     return receive_into(from, tag, std::as_writable_bytes(std::span<T>(into)), sizeof(T)) /
            sizeof(T);
+  }
+
+  // Non-blocking point-to-point: the same checks as send_bytes and
+  // recv_bytes_into on this thread, then the transfer runs in the background
+  // (MPI_Isend, MPI_Irecv). The buffer must stay valid, and an irecv's
+  // untouched, until the Request completed; Request::bytes() is then the
+  // length received. Operations of one peer and tag, blocking or not, keep
+  // the order one thread issued them in (FIFO per peer and tag, as for
+  // blocking calls); those of different peers or tags complete in any order.
+  // A message too long for an irecv's buffer fails that request with
+  // invalid_argument and stays queued for the next receive. Errors as the
+  // blocking calls, thrown by wait() or test(); a receive still waiting when
+  // the group is destroyed holds the destructor until its deadline.
+  Request isend(int to, Tag tag, std::span<const std::byte> payload);
+  Request irecv(int from, Tag tag, std::span<std::byte> into) {
+    return ireceive(from, tag, into, 1);
+  }
+  template <class T, std::size_t N>
+  requires Element<std::remove_const_t<T>> Request isend(int to, Tag tag, std::span<T, N> values) {
+    return isend(to, tag, std::as_bytes(std::span<const T>(values)));
+  }
+  // Typed: Request::bytes() / sizeof(T) elements arrived.
+  template <Element T, std::size_t N>
+  Request irecv(int from, Tag tag, std::span<T, N> into) {
+    return ireceive(from, tag, std::as_writable_bytes(std::span<T>(into)), sizeof(T));
   }
 
   // Reduces `data` elementwise across ranks, in place. 16-bit floats are
@@ -280,8 +306,8 @@ class Transport {
   virtual std::shared_ptr<Transport> do_split(const SplitPlan& plan) = 0;
 
   // First in every backend's destructor, while the backend still works:
-  // non-blocking collectives not yet started fail, the running one finishes.
-  void stop_background_collectives();
+  // non-blocking operations not yet started fail, the running ones finish.
+  void stop_background_work();
 
   virtual void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) = 0;
   virtual std::vector<std::byte> do_recv_bytes(int from, Tag tag) = 0;
@@ -340,6 +366,13 @@ class Transport {
 
   // recv_bytes_into and recv: `into` takes whole `element`s.
   std::size_t receive_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  // The same, arguments checked, in order after posted operations.
+  std::size_t receive_checked(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  Request ireceive(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  void check_send(int to, Tag tag, std::span<const std::byte> payload,
+                  std::string_view operation) const;
+  void check_receive(int from, Tag tag, std::span<std::byte> into,
+                     std::string_view operation) const;
   // A message kept by place_or_keep, oldest first; none without a lock when
   // nothing is kept.
   std::optional<std::vector<std::byte>> take_kept(int from, Tag tag);
@@ -383,6 +416,7 @@ class Transport {
   std::mutex kept_mutex_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> kept_;
   CollectiveStream stream_;
+  PointToPointStream p2p_stream_;
   std::uint64_t splits_ = 0;
 };
 

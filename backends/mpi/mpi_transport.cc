@@ -142,7 +142,7 @@ MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options,
 }
 
 MpiTransport::~MpiTransport() {
-  stop_background_collectives();
+  stop_background_work();
   // When the finalize hook took this transport, it has released it already.
   if (unregister(this)) release();
   p2p_.reset();
@@ -150,7 +150,7 @@ MpiTransport::~MpiTransport() {
 }
 
 void MpiTransport::release_for_finalize() {
-  stop_background_collectives();
+  stop_background_work();
   break_with(CollectiveError(ErrorKind::backend_unavailable, site("finalize"),
                              "MPI has been finalised; the transport is closed"));
   release();

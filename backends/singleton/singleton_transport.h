@@ -15,6 +15,7 @@ class SingletonTransport final : public Transport {
  public:
   explicit SingletonTransport(std::chrono::milliseconds timeout = launch_env::kDefaultTimeout,
                               std::size_t byte_cap = launch_env::kDefaultUnexpectedCap);
+  ~SingletonTransport() override { stop_background_work(); }
 
  protected:
   void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;

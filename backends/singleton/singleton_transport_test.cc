@@ -16,6 +16,46 @@ TEST(Singleton, IsRankZeroOfOne) {
   EXPECT_EQ(group.backend(), "singleton");
 }
 
+// A receive still waiting when its group is destroyed ends by its deadline
+// (timeout; or as closed, when the destructor came before it started), the
+// one posted behind it fails as closed, and nothing touches the destroyed
+// group afterwards.
+TEST(Singleton, DestroyingTheGroupEndsOutstandingReceivesByTheirDeadline) {
+  std::vector<std::byte> first(8), second(8);
+  Request waiting, behind;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    SingletonTransport group(200ms);
+    waiting = group.irecv(0, 3, std::span(first));
+    behind = group.irecv(0, 3, std::span(second));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  try {
+    wait_all(std::vector<Request>{waiting, behind});
+    ADD_FAILURE() << "receives with no message completed";
+  } catch (const CollectiveError& error) {
+    EXPECT_TRUE(error.kind() == ErrorKind::timeout ||
+                error.kind() == ErrorKind::backend_unavailable)
+        << error.what();
+  }
+  try {
+    behind.wait();
+    ADD_FAILURE() << "the receive posted behind ran after the group closed";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::backend_unavailable) << error.what();
+  }
+}
+
+TEST(Singleton, SelfSendsCompleteNonBlocking) {
+  SingletonTransport group;
+  std::vector<std::int32_t> sent{1, 2, 3}, got(3);
+  const Request receive = group.irecv(0, 9, std::span(got));
+  const Request send = group.isend(0, 9, std::span(sent));
+  wait_all(std::vector<Request>{send, receive});
+  EXPECT_EQ(receive.bytes(), 3 * sizeof(std::int32_t));
+  EXPECT_EQ(got, sent);
+}
+
 TEST(Singleton, CollectivesAreTheIdentityForEveryDtype) {
   SingletonTransport group;
   std::vector<double> values(17);

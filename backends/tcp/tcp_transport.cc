@@ -171,7 +171,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
 }
 
 TcpTransport::~TcpTransport() {
-  stop_background_collectives();
+  stop_background_work();
   tear_down_same_host();
   close_gracefully();
 }

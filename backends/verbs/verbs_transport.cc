@@ -39,7 +39,7 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env, const std::stri
 }
 
 VerbsTransport::~VerbsTransport() {
-  stop_background_collectives();
+  stop_background_work();
   tear_down_same_host();
   if (engine_) engine_->close();
   tear_down();

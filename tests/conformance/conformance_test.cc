@@ -739,6 +739,85 @@ TEST(NonBlocking, TestSaysWhetherItCompletedWithoutBlocking) {
   expect_group_usable();
 }
 
+// Receives posted before the matching sends, several per tag and several
+// tags at once, sends posted before anyone waits: every message lands in
+// its own buffer, FIFO within a tag, whatever order they are waited for in.
+TEST(NonBlocking, PostedReceivesMatchSendsInOrderPerTag) {
+  const std::vector<std::size_t> sizes = {0, 1, 4095, std::size_t{1} << 20};
+  std::vector<std::vector<std::byte>> inboxes;
+  for (std::size_t size : sizes) inboxes.emplace_back(size + 8);
+  std::vector<Request> receives;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const Tag tag = 30 + static_cast<Tag>(k % 2);  // two tags, two messages each
+    receives.push_back(group().irecv(left(), tag, std::span(inboxes[k])));
+  }
+  std::vector<std::vector<std::byte>> outboxes;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    outboxes.push_back(pattern(me(), sizes[k], 30 + static_cast<Tag>(k % 2)));
+  }
+  std::vector<Request> sends;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    sends.push_back(group().isend(right(), 30 + static_cast<Tag>(k % 2), std::span(outboxes[k])));
+  }
+  wait_all(std::vector<Request>(receives.rbegin(), receives.rend()));
+  wait_all(sends);
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    ASSERT_EQ(receives[k].bytes(), sizes[k]) << "receive #" << k;
+    const auto expected = pattern(left(), sizes[k], 30 + static_cast<Tag>(k % 2));
+    EXPECT_TRUE(std::equal(expected.begin(), expected.end(), inboxes[k].begin())) << k;
+  }
+}
+
+// One isend and one irecv with every rank (self included) outstanding at
+// once, typed; then a blocking send behind an isend of the same tag arrives
+// second.
+TEST(NonBlocking, EveryPairAtOnceAndBlockingCallsKeepTheirPlace) {
+  const auto count = static_cast<std::size_t>(n());
+  std::vector<std::vector<std::int64_t>> outgoing(count), incoming(count);
+  std::vector<Request> requests;
+  for (int peer = 0; peer < n(); ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    incoming[p].assign(1000 + p, -1);
+    requests.push_back(group().irecv(peer, 12, std::span(incoming[p])));
+  }
+  for (int peer = 0; peer < n(); ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    outgoing[p].assign(1000 + static_cast<std::size_t>(me()), 0);
+    for (std::size_t i = 0; i < outgoing[p].size(); ++i) {
+      outgoing[p][i] = value_of(me(), i) + peer;
+    }
+    requests.push_back(group().isend(peer, 12, std::span(outgoing[p])));
+  }
+  wait_all(requests);
+  for (int peer = 0; peer < n(); ++peer) {
+    const auto p = static_cast<std::size_t>(peer);
+    ASSERT_EQ(requests[p].bytes() / sizeof(std::int64_t), 1000 + p) << "from rank " << peer;
+    for (std::size_t i = 0; i < 1000 + p; ++i) {
+      ASSERT_EQ(incoming[p][i], value_of(peer, i) + me()) << "from rank " << peer << " at " << i;
+    }
+  }
+  const std::vector<std::byte> first = pattern(me(), std::size_t{1} << 20, 13);
+  const Request posted = group().isend(right(), 13, std::span(first));
+  group().send_bytes(right(), 13, pattern(me(), 5, 13));
+  EXPECT_EQ(group().recv_bytes(left(), 13), pattern(left(), std::size_t{1} << 20, 13));
+  EXPECT_EQ(group().recv_bytes(left(), 13), pattern(left(), 5, 13));
+  posted.wait();
+}
+
+// An irecv whose buffer is too small fails alone; the message is kept.
+TEST(NonBlocking, AReceiveThatDoesNotFitFailsAndKeepsTheMessage) {
+  group().send_bytes(right(), 14, pattern(me(), 100, 14));
+  std::vector<std::byte> small(10);
+  const Request too_small = group().irecv(left(), 14, std::span(small));
+  expect_invalid([&] { too_small.wait(); }, "longer than the buffer");
+  std::vector<std::byte> fits(100);
+  const Request again = group().irecv(left(), 14, std::span(fits));
+  again.wait();
+  EXPECT_EQ(again.bytes(), 100u);
+  EXPECT_EQ(fits, pattern(left(), 100, 14));
+  expect_group_usable();
+}
+
 // Expects `call` to throw invalid_argument with `fragment` in its message.
 template <class Call>
 void expect_invalid(Call call, const std::string& fragment) {
