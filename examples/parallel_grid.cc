@@ -28,12 +28,12 @@ double worst_difference(const rlx::Array& got, const rlx::Array& want) {
 
 int main() {
   try {
-    auto world = rlx::init();
-    const int tp_size = world->world_size() % 2 == 0 ? 2 : 1;
+    const rlx::Group world = rlx::init();
+    const int tp_size = world.size() % 2 == 0 ? 2 : 1;
     // Pairs of neighbours share a model shard; the i-th ranks of the pairs share data.
-    const auto tensor = world->split(world->rank() / tp_size);
-    const auto data = world->split(world->rank() % tp_size);
-    const int tp = tensor->rank(), dp = data->rank(), dp_size = data->world_size();
+    const rlx::Group tensor = world.split(world.rank() / tp_size);
+    const rlx::Group data = world.split(world.rank() % tp_size);
+    const int tp = tensor.rank(), dp = data.rank(), dp_size = data.size();
     if (kBatch % dp_size != 0) throw rlx::Error("the batch must divide by the number of pairs");
 
     const rlx::Array x = rlx::random_normal({kBatch, kModel}, 0.0, 1.0, /*seed=*/1);
@@ -59,8 +59,8 @@ int main() {
     std::printf(
         "parallel_grid: rank %d of %d (%s): tensor-parallel rank %d of %d, data-parallel rank "
         "%d of %d; max |y - y_single| = %.2e, loss %.4f against %.4f (%s)\n",
-        world->rank(), world->world_size(), std::string(world->backend()).c_str(), tp, tp_size, dp,
-        dp_size, y_error, loss.item<float>(), loss_single.item<float>(), ok ? "ok" : "TOO LARGE");
+        world.rank(), world.size(), std::string(world.backend()).c_str(), tp, tp_size, dp, dp_size,
+        y_error, loss.item<float>(), loss_single.item<float>(), ok ? "ok" : "TOO LARGE");
     return ok ? 0 : 1;
   } catch (const rlx::Error& error) {
     std::fprintf(stderr, "parallel_grid: %s\n", error.what());

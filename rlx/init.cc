@@ -42,7 +42,7 @@ World& world() {
 
 }  // namespace
 
-std::shared_ptr<Transport> init(std::string_view backend, bool strict) {
+Group init(std::string_view backend, bool strict) {
   World& w = world();
   std::lock_guard lock(w.mutex);
   if (w.group) {

@@ -4,7 +4,7 @@
 #include <memory>
 #include <string_view>
 
-#include "transport/transport.h"
+#include "rlx/group.h"
 
 namespace rlx {
 
@@ -21,7 +21,7 @@ namespace rlx {
 // they ask for the same backend, and throw when they ask for another.
 // Errors are CollectiveError (invalid_argument, backend_unavailable, and
 // whatever the transport's connection phase reports).
-std::shared_ptr<Transport> init(std::string_view backend = "any", bool strict = false);
+Group init(std::string_view backend = "any", bool strict = false);
 
 // True when rlx was built with the Open MPI (resp. verbs) transport.
 bool is_mpi_built();

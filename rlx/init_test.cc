@@ -51,6 +51,26 @@ TEST_F(InitTest, NoLauncherGivesAWorkingGroupOfOne) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// The handle: rank, size and split on it, every Transport call through ->,
+// and a shared_ptr<Transport> wherever one is taken.
+TEST_F(InitTest, TheGroupHandleSplitsAndForwardsToItsTransport) {
+  EXPECT_EXIT(
+      {
+        clear_launch_environment();
+        const Group world = init();
+        const Group same = world.split(0);
+        const Group none = world.split(kNoColor);
+        std::vector<float> values{1.5f};
+        same->all_sum(std::span(values));
+        const std::shared_ptr<Transport> shared = world;
+        const bool ok = world.rank() == 0 && world.size() == 1 && world.backend() == "singleton" &&
+                        same && same.size() == 1 && same != world && !none && values[0] == 1.5f &&
+                        shared.get() == world.get() && init() == world;
+        std::exit(ok ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(InitTest, StrictWithoutLauncherFailsNamingWhatItLookedFor) {
   EXPECT_EXIT(
       {

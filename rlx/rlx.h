@@ -2,8 +2,9 @@
 //
 // The one header users include:
 //   #include <rlx/rlx.h>
-//   auto group = rlx::init();          // the process group (size 1 without a launcher)
+//   rlx::Group group = rlx::init();    // the process group (size 1 without a launcher)
 //   group->all_sum(std::span(values)); // in place, across every rank
+//   rlx::Group pair = group.split(group.rank() / 2);  // ranks 0-1, 2-3, ...
 #pragma once
 
 #include "collectives/array_collectives.h"  // IWYU pragma: export
@@ -11,6 +12,7 @@
 #include "core/dtype.h"                     // IWYU pragma: export
 #include "core/error.h"                     // IWYU pragma: export
 #include "core/half.h"                      // IWYU pragma: export
+#include "rlx/group.h"                      // IWYU pragma: export
 #include "rlx/init.h"                       // IWYU pragma: export
 #include "rlx/version.h"                    // IWYU pragma: export
 #include "transport/errors.h"               // IWYU pragma: export
