@@ -238,6 +238,14 @@ class Transport {
   Request ireduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op);
   Request ibroadcast(ElementSpan data, int root);
   Request iall_to_all(ConstElementSpan input, ElementSpan output);
+  Request ireduce(ElementSpan data, ReduceOp op, int root);
+  Request igather(ConstElementSpan input, ElementSpan output, int root);
+  Request iscatter(ConstElementSpan input, ElementSpan output, int root);
+  // The counts, as the buffers, must stay valid until the request completed.
+  Request iall_gather_v(ConstElementSpan input, ElementSpan output,
+                        std::span<const std::size_t> counts);
+  Request iall_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                        ElementSpan output, std::span<const std::size_t> recv_counts);
   Request ibarrier();
 
   // Typed forms; any std::span extent works (std::span(vector), std::span(array)).
@@ -361,6 +369,25 @@ class Transport {
   // invalid_argument when another thread's blocking collective runs.
   template <class Work>
   void run_collective(std::string_view operation, Work&& work);
+  // Each collective once, for its blocking and its non-blocking call: the
+  // checks, the group of one, then `work` now or in the background.
+  enum class Mode { blocking, background };
+  template <class Work>
+  Request start(Mode mode, std::string_view operation, Work&& work);
+  Request start_all_reduce(ElementSpan data, ReduceOp op, Mode mode);
+  Request start_all_gather(ConstElementSpan input, ElementSpan output, Mode mode);
+  Request start_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op, Mode mode);
+  Request start_broadcast(ElementSpan data, int root, Mode mode);
+  Request start_all_to_all(ConstElementSpan input, ElementSpan output, Mode mode);
+  Request start_reduce(ElementSpan data, ReduceOp op, int root, Mode mode);
+  Request start_gather(ConstElementSpan input, ElementSpan output, int root, Mode mode);
+  Request start_scatter(ConstElementSpan input, ElementSpan output, int root, Mode mode);
+  Request start_all_gather_v(ConstElementSpan input, ElementSpan output,
+                             std::span<const std::size_t> counts, Mode mode);
+  Request start_all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                             ElementSpan output, std::span<const std::size_t> recv_counts,
+                             Mode mode);
+  Request start_barrier(Mode mode);
   Request submit_collective(std::string_view operation, std::function<void()> work);
   CollectiveError refused(std::string_view operation) const;
 
@@ -427,6 +454,13 @@ void Transport::run_collective(std::string_view operation, Work&& work) {
     work();
   });
   if (!ran) throw refused(operation);
+}
+
+template <class Work>
+Request Transport::start(Mode mode, std::string_view operation, Work&& work) {
+  if (mode == Mode::background) return submit_collective(operation, std::forward<Work>(work));
+  run_collective(operation, work);
+  return {};
 }
 
 }  // namespace rlx

@@ -8,8 +8,10 @@
 namespace rlx {
 namespace {
 
-void copy_if_apart(const void* from, void* to, std::size_t bytes) {
+// The group of one's answer to the gathering and scattering collectives.
+Request copy_if_apart(const void* from, void* to, std::size_t bytes) {
   if (bytes > 0 && from != to) std::memmove(to, from, bytes);
+  return {};
 }
 
 }  // namespace
@@ -71,75 +73,67 @@ void Transport::check_all_reduce(ElementSpan data, ReduceOp op) const {
 }
 
 void Transport::all_reduce(ElementSpan data, ReduceOp op) {
-  check_all_reduce(data, op);
-  if (world_size_ > 1) run_collective("all_reduce", [&] { do_all_reduce(data, op); });
+  start_all_reduce(data, op, Mode::blocking);
 }
-
 Request Transport::iall_reduce(ElementSpan data, ReduceOp op) {
+  return start_all_reduce(data, op, Mode::background);
+}
+Request Transport::start_all_reduce(ElementSpan data, ReduceOp op, Mode mode) {
   check_all_reduce(data, op);
   if (world_size_ == 1) return {};
-  return submit_collective("all_reduce", [this, data, op] { do_all_reduce(data, op); });
+  return start(mode, "all_reduce", [this, data, op] { do_all_reduce(data, op); });
 }
 
 void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
+  start_all_gather(input, output, Mode::blocking);
+}
+Request Transport::iall_gather(ConstElementSpan input, ElementSpan output) {
+  return start_all_gather(input, output, Mode::background);
+}
+Request Transport::start_all_gather(ConstElementSpan input, ElementSpan output, Mode mode) {
   check_blocks("all_gather", input, output, /*gathers=*/true);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  run_collective("all_gather", [&] { do_all_gather(input, output); });
-}
-
-Request Transport::iall_gather(ConstElementSpan input, ElementSpan output) {
-  check_blocks("all_gather", input, output, /*gathers=*/true);
-  if (world_size_ == 1) {
-    copy_if_apart(input.data, output.data, input.bytes());
-    return {};
-  }
-  return submit_collective("all_gather", [this, input, output] { do_all_gather(input, output); });
+  return start(mode, "all_gather", [this, input, output] { do_all_gather(input, output); });
 }
 
 void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  start_reduce_scatter(input, output, op, Mode::blocking);
+}
+Request Transport::ireduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
+  return start_reduce_scatter(input, output, op, Mode::background);
+}
+Request Transport::start_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op,
+                                        Mode mode) {
   check_blocks("reduce_scatter", input, output, /*gathers=*/false);
   check_op("reduce_scatter", op);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
-  run_collective("reduce_scatter", [&] { do_reduce_scatter(input, output, op); });
-}
-
-Request Transport::ireduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  check_blocks("reduce_scatter", input, output, /*gathers=*/false);
-  check_op("reduce_scatter", op);
-  if (world_size_ == 1) {
-    copy_if_apart(input.data, output.data, output.bytes());
-    return {};
-  }
-  return submit_collective("reduce_scatter",
-                           [this, input, output, op] { do_reduce_scatter(input, output, op); });
+  return start(mode, "reduce_scatter",
+               [this, input, output, op] { do_reduce_scatter(input, output, op); });
 }
 
 void Transport::broadcast(ElementSpan data, int root) {
-  check_elements("broadcast", data.data, data.count, data.dtype);
-  check_peer(root, "broadcast");
-  if (world_size_ > 1) run_collective("broadcast", [&] { do_broadcast(data, root); });
+  start_broadcast(data, root, Mode::blocking);
 }
-
 Request Transport::ibroadcast(ElementSpan data, int root) {
+  return start_broadcast(data, root, Mode::background);
+}
+Request Transport::start_broadcast(ElementSpan data, int root, Mode mode) {
   check_elements("broadcast", data.data, data.count, data.dtype);
   check_peer(root, "broadcast");
   if (world_size_ == 1) return {};
-  return submit_collective("broadcast", [this, data, root] { do_broadcast(data, root); });
+  return start(mode, "broadcast", [this, data, root] { do_broadcast(data, root); });
 }
 
 void Transport::all_to_all(ConstElementSpan input, ElementSpan output) {
+  start_all_to_all(input, output, Mode::blocking);
+}
+Request Transport::iall_to_all(ConstElementSpan input, ElementSpan output) {
+  return start_all_to_all(input, output, Mode::background);
+}
+Request Transport::start_all_to_all(ConstElementSpan input, ElementSpan output, Mode mode) {
   check_all_to_all(input, output);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  run_collective("all_to_all", [&] { do_all_to_all(input, output); });
-}
-
-Request Transport::iall_to_all(ConstElementSpan input, ElementSpan output) {
-  check_all_to_all(input, output);
-  if (world_size_ == 1) {
-    copy_if_apart(input.data, output.data, input.bytes());
-    return {};
-  }
-  return submit_collective("all_to_all", [this, input, output] { do_all_to_all(input, output); });
+  return start(mode, "all_to_all", [this, input, output] { do_all_to_all(input, output); });
 }
 
 void Transport::check_counts(std::string_view operation, std::span<const std::size_t> counts,
@@ -227,16 +221,36 @@ void Transport::check_all_to_all_v(ConstElementSpan input, std::span<const std::
 
 void Transport::all_gather_v(ConstElementSpan input, ElementSpan output,
                              std::span<const std::size_t> counts) {
+  start_all_gather_v(input, output, counts, Mode::blocking);
+}
+Request Transport::iall_gather_v(ConstElementSpan input, ElementSpan output,
+                                 std::span<const std::size_t> counts) {
+  return start_all_gather_v(input, output, counts, Mode::background);
+}
+Request Transport::start_all_gather_v(ConstElementSpan input, ElementSpan output,
+                                      std::span<const std::size_t> counts, Mode mode) {
   check_all_gather_v(input, output, counts);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  run_collective("all_gather_v", [&] { do_all_gather_v(input, output, counts); });
+  return start(mode, "all_gather_v",
+               [this, input, output, counts] { do_all_gather_v(input, output, counts); });
 }
 
 void Transport::all_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
                              ElementSpan output, std::span<const std::size_t> recv_counts) {
+  start_all_to_all_v(input, send_counts, output, recv_counts, Mode::blocking);
+}
+Request Transport::iall_to_all_v(ConstElementSpan input, std::span<const std::size_t> send_counts,
+                                 ElementSpan output, std::span<const std::size_t> recv_counts) {
+  return start_all_to_all_v(input, send_counts, output, recv_counts, Mode::background);
+}
+Request Transport::start_all_to_all_v(ConstElementSpan input,
+                                      std::span<const std::size_t> send_counts, ElementSpan output,
+                                      std::span<const std::size_t> recv_counts, Mode mode) {
   check_all_to_all_v(input, send_counts, output, recv_counts);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  run_collective("all_to_all_v", [&] { do_all_to_all_v(input, send_counts, output, recv_counts); });
+  return start(mode, "all_to_all_v", [this, input, send_counts, output, recv_counts] {
+    do_all_to_all_v(input, send_counts, output, recv_counts);
+  });
 }
 
 void Transport::check_rooted_blocks(std::string_view operation, ConstElementSpan input,
@@ -248,33 +262,50 @@ void Transport::check_rooted_blocks(std::string_view operation, ConstElementSpan
 }
 
 void Transport::reduce(ElementSpan data, ReduceOp op, int root) {
+  start_reduce(data, op, root, Mode::blocking);
+}
+Request Transport::ireduce(ElementSpan data, ReduceOp op, int root) {
+  return start_reduce(data, op, root, Mode::background);
+}
+Request Transport::start_reduce(ElementSpan data, ReduceOp op, int root, Mode mode) {
   check_elements("reduce", data.data, data.count, data.dtype);
   check_op("reduce", op);
   check_peer(root, "reduce");
-  if (world_size_ > 1) run_collective("reduce", [&] { do_reduce(data, op, root); });
+  if (world_size_ == 1) return {};
+  return start(mode, "reduce", [this, data, op, root] { do_reduce(data, op, root); });
 }
 
 void Transport::gather(ConstElementSpan input, ElementSpan output, int root) {
+  start_gather(input, output, root, Mode::blocking);
+}
+Request Transport::igather(ConstElementSpan input, ElementSpan output, int root) {
+  return start_gather(input, output, root, Mode::background);
+}
+Request Transport::start_gather(ConstElementSpan input, ElementSpan output, int root, Mode mode) {
   check_rooted_blocks("gather", input, output, root, /*gathers=*/true);
   if (rank_ != root) output = {nullptr, 0, input.dtype};
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  run_collective("gather", [&] { do_gather(input, output, root); });
+  return start(mode, "gather", [this, input, output, root] { do_gather(input, output, root); });
 }
 
 void Transport::scatter(ConstElementSpan input, ElementSpan output, int root) {
+  start_scatter(input, output, root, Mode::blocking);
+}
+Request Transport::iscatter(ConstElementSpan input, ElementSpan output, int root) {
+  return start_scatter(input, output, root, Mode::background);
+}
+Request Transport::start_scatter(ConstElementSpan input, ElementSpan output, int root, Mode mode) {
   check_rooted_blocks("scatter", input, output, root, /*gathers=*/false);
   if (rank_ != root) input = {nullptr, 0, output.dtype};
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
-  run_collective("scatter", [&] { do_scatter(input, output, root); });
+  return start(mode, "scatter", [this, input, output, root] { do_scatter(input, output, root); });
 }
 
-void Transport::barrier() {
-  if (world_size_ > 1) run_collective("barrier", [&] { do_barrier(); });
-}
-
-Request Transport::ibarrier() {
+void Transport::barrier() { start_barrier(Mode::blocking); }
+Request Transport::ibarrier() { return start_barrier(Mode::background); }
+Request Transport::start_barrier(Mode mode) {
   if (world_size_ == 1) return {};
-  return submit_collective("barrier", [this] { do_barrier(); });
+  return start(mode, "barrier", [this] { do_barrier(); });
 }
 
 std::shared_ptr<Transport> Transport::split(int color, int key) {

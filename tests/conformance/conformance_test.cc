@@ -720,6 +720,45 @@ TEST(NonBlocking, ManyOutstandingCollectivesCompleteInIssueOrder) {
   for (int r = 0; r < n(); ++r) EXPECT_EQ(everyone[static_cast<std::size_t>(r)], r);
 }
 
+// The rooted and uneven collectives non-blocking, all outstanding at once.
+TEST(NonBlocking, RootedAndUnevenCollectivesOutstandingAtOnce) {
+  const auto ranks = static_cast<std::size_t>(n());
+  const int root = n() - 1;
+  std::vector<std::int64_t> reduced(100, me() + 1);
+  std::vector<std::int32_t> mine(3, me()), gathered(3 * ranks, -1);
+  std::vector<std::int32_t> to_scatter(2 * ranks), scattered(2, -1);
+  for (std::size_t i = 0; i < to_scatter.size(); ++i) to_scatter[i] = static_cast<int>(i);
+  std::vector<std::size_t> counts(ranks);  // rank r contributes r elements
+  for (std::size_t r = 0; r < ranks; ++r) counts[r] = r;
+  std::vector<float> own(counts[static_cast<std::size_t>(me())], static_cast<float>(me()));
+  std::vector<float> everyone(ranks * (ranks - 1) / 2, -1.0f);
+  std::vector<std::size_t> ones(ranks, 1);
+  std::vector<double> out(ranks), in(ranks, -1.0);
+  for (std::size_t j = 0; j < ranks; ++j) out[j] = 100.0 * me() + static_cast<double>(j);
+  const std::vector<Request> pending = {
+      group().ireduce(ElementSpan::of(std::span(reduced)), ReduceOp::sum, root),
+      group().igather(ConstElementSpan::of(std::span<const std::int32_t>(mine)),
+                      ElementSpan::of(std::span(gathered)), root),
+      group().iscatter(ConstElementSpan::of(std::span<const std::int32_t>(to_scatter)),
+                       ElementSpan::of(std::span(scattered)), 0),
+      group().iall_gather_v(ConstElementSpan::of(std::span<const float>(own)),
+                            ElementSpan::of(std::span(everyone)), counts),
+      group().iall_to_all_v(ConstElementSpan::of(std::span<const double>(out)), ones,
+                            ElementSpan::of(std::span(in)), ones)};
+  wait_all(pending);
+  if (me() == root) {
+    EXPECT_EQ(reduced[99], n() * (n() + 1) / 2);
+    for (std::size_t i = 0; i < gathered.size(); ++i) EXPECT_EQ(gathered[i], int(i / 3)) << i;
+  }
+  EXPECT_EQ(scattered[0], 2 * me());
+  EXPECT_EQ(scattered[1], 2 * me() + 1);
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    for (std::size_t k = 0; k < counts[r]; ++k) EXPECT_EQ(everyone[at++], float(r)) << r;
+  }
+  for (std::size_t i = 0; i < ranks; ++i) EXPECT_EQ(in[i], 100.0 * double(i) + me()) << i;
+}
+
 // test() answers at once: false while a peer has not entered the barrier,
 // true (and wait() returns) once every rank has.
 TEST(NonBlocking, TestSaysWhetherItCompletedWithoutBlocking) {
