@@ -135,31 +135,69 @@ std::vector<HostSlots> parse_host_list(std::string_view spec) {
   return hosts;
 }
 
-std::vector<HostSlots> parse_mlx_hostfile(std::string_view text, std::string_view origin) {
-  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_array() || doc.empty()) {
-    fail(origin, 0, "expected a non-empty JSON list of hosts, like [{\"ssh\": \"node1\"}, ...]");
-  }
-  std::vector<HostSlots> hosts;
-  for (std::size_t i = 0; i < doc.size(); ++i) {
-    const auto& entry = doc[i];
-    std::string name;
-    if (entry.is_string()) {
-      name = entry.get<std::string>();
-    } else if (entry.is_object() && entry.contains("ssh") && entry["ssh"].is_string()) {
-      name = entry["ssh"].get<std::string>();
+namespace {
+
+constexpr const char* kMlxForms =
+    "a JSON list of hosts, like [{\"ssh\": \"node1\", \"ips\": [\"10.0.0.1\"]}, ...], or "
+    "{\"hosts\": [...], \"envs\": [\"NAME=value\", ...]}";
+
+HostSlots mlx_host(const nlohmann::json& entry, std::size_t i, std::string_view origin) {
+  HostSlots host;
+  if (entry.is_string()) {
+    host.host = entry.get<std::string>();
+  } else if (entry.is_object() && entry.contains("ssh") && entry["ssh"].is_string()) {
+    host.host = entry["ssh"].get<std::string>();
+    if (entry.contains("ips")) {
+      const auto& ips = entry["ips"];
+      if (!ips.is_array() || (!ips.empty() && !ips[0].is_string())) {
+        fail(origin, 0,
+             "entry " + std::to_string(i) + ": \"ips\" must be a list of addresses, found " +
+                 ips.dump());
+      }
+      if (!ips.empty()) host.address = ips[0].get<std::string>();
     }
-    if (!valid_host_name(name)) {
-      fail(origin, 0,
-           "entry " + std::to_string(i) +
-               ": expected \"host\" or {\"ssh\": \"host\", ...}, found " + entry.dump());
-    }
-    hosts.push_back({name, 1, std::nullopt});
   }
-  return hosts;
+  if (!valid_host_name(host.host) || (!host.address.empty() && !valid_host_name(host.address))) {
+    fail(origin, 0,
+         "entry " + std::to_string(i) +
+             ": expected \"host\" or {\"ssh\": \"host\", \"ips\": [...]}, found " + entry.dump());
+  }
+  return host;
 }
 
-std::vector<HostSlots> read_hostfile(const std::string& path) {
+std::vector<std::string> mlx_envs(const nlohmann::json& doc, std::string_view origin) {
+  std::vector<std::string> envs;
+  if (!doc.contains("envs")) return envs;
+  const auto& list = doc["envs"];
+  if (!list.is_array()) fail(origin, 0, "\"envs\" must be a list of \"NAME=value\" strings");
+  for (const auto& entry : list) {
+    const std::string text = entry.is_string() ? entry.get<std::string>() : std::string();
+    const auto eq = text.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      fail(origin, 0, "\"envs\" entry " + entry.dump() + " is not \"NAME=value\"");
+    }
+    envs.push_back(text);
+  }
+  return envs;
+}
+
+}  // namespace
+
+HostList parse_mlx_hostfile(std::string_view text, std::string_view origin) {
+  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const bool object = !doc.is_discarded() && doc.is_object();
+  const auto& hosts = object && doc.contains("hosts") ? doc["hosts"] : doc;
+  if (doc.is_discarded() || !hosts.is_array() || hosts.empty()) {
+    fail(origin, 0, std::string("expected ") + kMlxForms);
+  }
+  HostList list;
+  for (std::size_t i = 0; i < hosts.size(); ++i)
+    list.hosts.push_back(mlx_host(hosts[i], i, origin));
+  if (object) list.envs = mlx_envs(doc, origin);
+  return list;
+}
+
+HostList read_hostfile(const std::string& path) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) {
     throw HostfileError(path + ": is a directory, not a hostfile");
@@ -180,8 +218,10 @@ std::vector<HostSlots> read_hostfile(const std::string& path) {
     }
   }
   const auto first = content.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && content[first] == '[') return parse_mlx_hostfile(content, path);
-  return parse_openmpi_hostfile(content, path);
+  if (first != std::string::npos && (content[first] == '[' || content[first] == '{')) {
+    return parse_mlx_hostfile(content, path);
+  }
+  return {parse_openmpi_hostfile(content, path), {}};
 }
 
 std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int ranks,
@@ -217,7 +257,7 @@ std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int rank
   std::vector<int> next_local(hosts.size(), 0);
   for (int r = 0; r < ranks; ++r) {
     const std::size_t h = host_of[static_cast<std::size_t>(r)];
-    out[static_cast<std::size_t>(r)] = {hosts[h].host, next_local[h]++, used[h]};
+    out[static_cast<std::size_t>(r)] = {hosts[h].host, next_local[h]++, used[h], hosts[h].address};
   }
   return out;
 }

@@ -3,7 +3,11 @@
 // Three formats, each as its users write it:
 //   Open MPI     "node1 slots=4 max_slots=8"   one host per line, # comments, blank lines
 //   Horovod      -H node1:2,node2:4            on the command line
-//   MLX (JSON)   [{"ssh": "node1", "ips": ["10.0.0.1"]}, "node2", ...]   one slot per entry
+//   MLX (JSON)   [{"ssh": "node1", "ips": ["10.0.0.1"]}, "node2", ...]   one slot per entry,
+//                or mlx.launch's object form {"backend": "ring", "envs": ["K=V", ...],
+//                "hosts": [...]}: "ips"[0] is the address the host's rank listens
+//                on and is reached at; "envs" are set for every rank; "backend"
+//                and "rdma" are MLX's choices (rlxrun's --backend decides here).
 #pragma once
 
 #include <optional>
@@ -24,20 +28,30 @@ struct HostSlots {
   std::string host;
   int slots = 1;
   std::optional<int> max_slots;  // a hard limit, even with --oversubscribe
+  std::string address;           // where its ranks listen (MLX "ips"); empty: chosen
   friend bool operator==(const HostSlots&, const HostSlots&) = default;
+};
+
+// A hostfile's hosts and the variables it sets for every rank ("NAME=value").
+struct HostList {
+  std::vector<HostSlots> hosts;
+  std::vector<std::string> envs;
 };
 
 std::vector<HostSlots> parse_openmpi_hostfile(std::string_view text, std::string_view origin);
 std::vector<HostSlots> parse_host_list(std::string_view spec);  // "-H a:2,b,c:4"
-std::vector<HostSlots> parse_mlx_hostfile(std::string_view text, std::string_view origin);
+HostList parse_mlx_hostfile(std::string_view text, std::string_view origin);
 
-// Reads a hostfile, JSON (MLX) when it starts with '[' and Open MPI text otherwise.
-std::vector<HostSlots> read_hostfile(const std::string& path);
+// Reads a hostfile, JSON (MLX) when it starts with '[' or '{' and Open MPI
+// text otherwise.
+HostList read_hostfile(const std::string& path);
 
 struct Placement {
   std::string host;
   int local_rank = 0;
   int local_size = 0;
+  std::string address;            // the host's, when the hostfile names one
+  std::vector<std::string> envs;  // the hostfile's "NAME=value" for every rank
 };
 
 // Ranks fill each host's slots in order. More ranks than slots is an error

@@ -39,10 +39,26 @@ TEST(HostList, ReadsHorovodStyle) {
 }
 
 TEST(MlxHostfile, ReadsObjectsAndNames) {
-  EXPECT_EQ(parse_mlx_hostfile(R"([{"ssh": "m1", "ips": ["10.0.0.1"]}, "m2"])", "f"),
-            (std::vector<HostSlots>{{"m1", 1, {}}, {"m2", 1, {}}}));
+  EXPECT_EQ(parse_mlx_hostfile(R"([{"ssh": "m1", "ips": ["10.0.0.1"]}, "m2"])", "f").hosts,
+            (std::vector<HostSlots>{{"m1", 1, {}, "10.0.0.1"}, {"m2", 1, {}, ""}}));
   expect_error([] { parse_mlx_hostfile("[{\"ips\": []}]", "f.json"); }, "f.json: entry 0");
   expect_error([] { parse_mlx_hostfile("{", "f.json"); }, "JSON list");
+}
+
+// mlx.launch's object form: hosts with their "ips", and "envs" for every rank.
+TEST(MlxHostfile, ReadsTheObjectFormWithEnvs) {
+  const HostList list = parse_mlx_hostfile(
+      R"({"backend": "ring", "envs": ["A=1", "B=x=y"],
+          "hosts": [{"ssh": "m1", "ips": ["10.0.0.1", "10.0.1.1"], "rdma": [null]},
+                    {"ssh": "m2", "ips": []}]})",
+      "f");
+  EXPECT_EQ(list.hosts, (std::vector<HostSlots>{{"m1", 1, {}, "10.0.0.1"}, {"m2", 1, {}, ""}}));
+  EXPECT_EQ(list.envs, (std::vector<std::string>{"A=1", "B=x=y"}));
+  expect_error([] { parse_mlx_hostfile(R"({"hosts": []})", "o.json"); }, "o.json: expected");
+  expect_error([] { parse_mlx_hostfile(R"({"hosts": ["m1"], "envs": ["NOEQUALS"]})", "o.json"); },
+               "\"NOEQUALS\" is not \"NAME=value\"");
+  expect_error([] { parse_mlx_hostfile(R"({"hosts": [{"ssh": "m1", "ips": "x"}]})", "o.json"); },
+               "\"ips\" must be a list");
 }
 
 TEST(Placement, FillsSlotsInOrderAndCountsLocalRanks) {

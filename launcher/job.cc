@@ -74,9 +74,9 @@ bool is_rlx_variable(std::string_view entry) {
 // What rlxrun sets for each rank and job, so never passes on from its own
 // environment (RLX_BACKEND and RLX_IFNAME do, unless a flag sets them).
 bool is_per_job_variable(std::string_view entry) {
-  for (const char* name :
-       {launch_env::kRank, launch_env::kWorldSize, launch_env::kLocalRank, launch_env::kLocalSize,
-        launch_env::kJobToken, launch_env::kCoordinator, launch_env::kHostfile}) {
+  for (const char* name : {launch_env::kRank, launch_env::kWorldSize, launch_env::kLocalRank,
+                           launch_env::kLocalSize, launch_env::kJobToken, launch_env::kCoordinator,
+                           launch_env::kHostfile, launch_env::kHostAddress}) {
     const std::string_view view(name);
     if (entry.starts_with(view) && entry.size() > view.size() && entry[view.size()] == '=') {
       return true;
@@ -95,7 +95,8 @@ std::vector<std::string> inherited_settings() {
   return settings;
 }
 
-// rlxrun's RLX_ settings, then this rank's, then the user's --env (later wins).
+// rlxrun's RLX_ settings, then this rank's, then the hostfile's "envs", then
+// the user's --env (later wins).
 std::vector<std::string> rank_variables(const Options& options, int rank,
                                         const Placement& placement, const std::string& token,
                                         const std::string& coordinator) {
@@ -117,6 +118,11 @@ std::vector<std::string> rank_variables(const Options& options, int rank,
   set(launch_env::kJobToken, token);
   set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);
+  if (!placement.address.empty()) set(launch_env::kHostAddress, placement.address);
+  for (const std::string& entry : placement.envs) {
+    const auto eq = entry.find('=');
+    set(entry.substr(0, eq).c_str(), entry.substr(eq + 1));
+  }
   for (const auto& [name, value] : options.env) set(name.c_str(), value);
   return env;
 }
@@ -203,10 +209,12 @@ void check_descriptor_budget(const Options& options, const std::vector<Placement
 }  // namespace
 
 std::vector<Placement> plan_placement(const Options& options) {
-  std::vector<HostSlots> hosts{{"localhost", options.num_ranks, std::nullopt}};
-  if (!options.hostfile.empty()) hosts = read_hostfile(options.hostfile);
-  if (!options.host_list.empty()) hosts = parse_host_list(options.host_list);
-  return place_ranks(hosts, options.num_ranks, options.oversubscribe);
+  HostList list{{{"localhost", options.num_ranks, std::nullopt, {}}}, {}};
+  if (!options.hostfile.empty()) list = read_hostfile(options.hostfile);
+  if (!options.host_list.empty()) list = {parse_host_list(options.host_list), {}};
+  auto placements = place_ranks(list.hosts, options.num_ranks, options.oversubscribe);
+  for (Placement& placement : placements) placement.envs = list.envs;
+  return placements;
 }
 
 namespace {

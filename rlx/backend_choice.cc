@@ -8,7 +8,8 @@ namespace rlx {
 namespace {
 
 constexpr const char* kLookedFor =
-    "RLX_WORLD_SIZE (set by rlxrun) and OMPI_COMM_WORLD_SIZE (set by mpirun)";
+    "RLX_WORLD_SIZE (set by rlxrun), MLX_RANK (mlx.launch), WORLD_SIZE (torchrun) and "
+    "OMPI_COMM_WORLD_SIZE (mpirun)";
 
 [[noreturn]] void unavailable(std::string_view detail, std::string_view hint) {
   throw CollectiveError(ErrorKind::backend_unavailable, {.operation = "init"}, detail, hint);
@@ -89,8 +90,8 @@ BackendKind choose_launched(BackendKind kind, const launch_env::LaunchEnv& env,
     const std::string others = several_processes(env);
     unavailable(
         asked + ": the " + name +
-            " backend needs rlxrun's environment (RLX_RANK, RLX_WORLD_SIZE and "
-            "RLX_COORDINATOR or RLX_HOSTFILE), and it is not set" +
+            " backend needs a rank from rlxrun (RLX_RANK, RLX_WORLD_SIZE and "
+            "RLX_COORDINATOR or RLX_HOSTFILE), mlx.launch or torchrun, and none is set" +
             (others.empty() ? ""
                             : "; this process was started by another launcher (" + others + ")"),
         std::string("start the program with rlxrun") +

@@ -97,7 +97,7 @@ TEST(BackendChoice, ABackendNamedByRlxBackendWithoutItsLauncherIsAnError) {
 }
 
 TEST(BackendChoice, AnotherLaunchersSeveralProcessesNeverBecomeGroupsOfOne) {
-  for (const char* variable : {"SLURM_STEP_NUM_TASKS=4", "PMI_SIZE=2", "WORLD_SIZE=8"}) {
+  for (const char* variable : {"SLURM_STEP_NUM_TASKS=4", "PMI_SIZE=2"}) {
     expect_error(ErrorKind::backend_unavailable, variable,
                  [&] { choose_backend(foreign_env(variable), "any", false, kAll); });
     expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=singleton",

@@ -5,12 +5,15 @@
 
 #include "backends/mpi/mpi.h"
 #include "backends/singleton/singleton_transport.h"
+#include "backends/tcp/static_hostfile.h"
 #include "backends/tcp/tcp.h"
 #include "backends/verbs/verbs.h"
 #include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
+#include "transport/endpoint.h"
 #include "transport/launch_env.h"
 #include "transport/log.h"
+#include "transport/rendezvous/server.h"
 
 namespace rlx {
 namespace {
@@ -33,7 +36,34 @@ struct World {
   std::mutex mutex;
   std::shared_ptr<Transport> group;
   std::string requested;
+  // torchrun-style rank 0's rendezvous: kept while the process runs, since
+  // ranks may still be registering after this one got its table.
+  std::unique_ptr<rendezvous::Server> rendezvous;
 };
+
+// MLX_HOSTFILE without MLX_WORLD_SIZE: the table's length is the group's size.
+void size_from_static_table(launch_env::LaunchEnv& env) {
+  if (env.group_source != launch_env::GroupSource::mlx || env.world_size) return;
+  env.world_size = static_cast<int>(tcp::read_static_table(env.hostfile).size());
+  if (*env.rank >= *env.world_size) {
+    throw CollectiveError(ErrorKind::invalid_argument, launch_env::startup_site(env, "init"),
+                          "MLX_RANK=" + std::to_string(*env.rank) + " but " + env.hostfile +
+                              " lists " + std::to_string(*env.world_size) + " ranks");
+  }
+}
+
+// Rank 0 of a torchrun-style launch serves the rendezvous on MASTER_PORT,
+// on every address of this host (MASTER_ADDR names one of them).
+std::unique_ptr<rendezvous::Server> host_rendezvous(const launch_env::LaunchEnv& env) {
+  const HostPort at = parse_host_port(env.coordinator, "MASTER_ADDR:MASTER_PORT");
+  try {
+    return std::make_unique<rendezvous::Server>(*env.world_size, env.job_token, "0.0.0.0", at.port);
+  } catch (const std::exception& error) {
+    throw CollectiveError(ErrorKind::backend_unavailable,
+                          launch_env::startup_site(env, "host the rendezvous"), error.what(),
+                          "is MASTER_PORT free on rank 0's host?");
+  }
+}
 
 World& world() {
   static World instance;
@@ -54,10 +84,14 @@ Group init(std::string_view backend, bool strict) {
     }
     return w.group;
   }
-  const auto env = launch_env::from_process_environment();
+  auto env = launch_env::from_process_environment();
   configure_log(env.log_level, env.rank.value_or(env.mpi_rank.value_or(-1)));
+  size_from_static_table(env);
   const auto kind =
       choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});
+  if (env.hosts_rendezvous && kind != BackendKind::singleton && kind != BackendKind::mpi) {
+    w.rendezvous = host_rendezvous(env);
+  }
   log_lazily(LogLevel::debug, [&] {
     return "init(\"" + std::string(backend) + "\"): starting the " + std::string(name_of(kind)) +
            " backend (RLX_BACKEND=" + (env.backend.empty() ? "unset" : env.backend) + ")";

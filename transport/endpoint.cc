@@ -54,6 +54,12 @@ bool is_loopback(const Address16& a) {
 
 }  // namespace
 
+std::optional<std::string> configured_address(const launch_env::LaunchEnv& env) {
+  if (!env.host_address.empty()) return env.host_address;
+  if (!env.ifname.empty()) return interface_address(env.ifname);
+  return std::nullopt;
+}
+
 std::string HostPort::to_string() const {
   const bool ipv6 = host.find(':') != std::string::npos;
   return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "transport/launch_env.h"
 
 struct sockaddr_storage;
 
@@ -26,6 +29,9 @@ HostPort parse_host_port(std::string_view text, std::string_view what);
 // The first address of interface `ifname` (IPv4 preferred unless `prefer_ipv6`).
 // Throws CollectiveError (invalid_argument) naming the interfaces that exist.
 std::string interface_address(std::string_view ifname, bool prefer_ipv6 = false);
+// The address the settings give this rank to listen on and be reached at:
+// RLX_HOST_ADDRESS, else RLX_IFNAME's address; none when neither is set.
+std::optional<std::string> configured_address(const launch_env::LaunchEnv& env);
 
 // The address of this machine that the kernel would send from to reach `host`
 // (a name or an address): what a peer there can connect back to. Throws

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <span>
 #include <thread>
 
 #include "transport/errors.h"
@@ -71,8 +72,10 @@ bool is_algorithm_name(std::string_view name) {
   return true;
 }
 
+constexpr int kMaxRanks = 1 << 20;
+
+// RLX_RANK and RLX_WORLD_SIZE come together or not at all.
 void parse_rlxrun_group(const Lookup& lookup, LaunchEnv& env) {
-  constexpr int kMaxRanks = 1 << 20;
   env.world_size = get_int(lookup, kWorldSize, 1, kMaxRanks, "a whole number from 1 to 1048576");
   env.rank = get_int(lookup, kRank, 0, kMaxRanks - 1, "a whole number from 0 to RLX_WORLD_SIZE-1");
   if (env.world_size.has_value() != env.rank.has_value()) {
@@ -86,6 +89,68 @@ void parse_rlxrun_group(const Lookup& lookup, LaunchEnv& env) {
   }
   env.local_rank = get_int(lookup, kLocalRank, 0, kMaxRanks - 1, "a whole number from 0");
   env.local_size = get_int(lookup, kLocalSize, 1, kMaxRanks, "a whole number from 1");
+  if (env.rank) env.group_source = GroupSource::rlx;
+}
+
+// Every variable of `names` that is set, or the first missing one: a
+// launcher's set is used whole or not at all.
+[[noreturn]] void fail_partial(const Lookup& lookup, std::span<const char* const> names,
+                               const char* launcher) {
+  std::string set, missing;
+  for (const char* name : names) {
+    std::string& list = get(lookup, name) ? set : missing;
+    list += (list.empty() ? "" : ", ") + std::string(name);
+  }
+  throw CollectiveError(
+      ErrorKind::invalid_argument, {.operation = "read launch environment"},
+      set + (set.find(',') == std::string::npos ? " is" : " are") + " set but " + missing +
+          " not: a partial " + launcher + " environment",
+      "set all of them (a " + std::string(launcher) + " launch does), or none for a group of one");
+}
+
+// MLX_RANK and MLX_HOSTFILE (mlx.launch's ring backend); MLX_WORLD_SIZE,
+// when set, must match the table's length (checked by the backend).
+void parse_mlx_group(const Lookup& lookup, LaunchEnv& env) {
+  static constexpr const char* kNames[] = {kMlxRank, kMlxHostfile};
+  if (!get(lookup, kMlxRank) && !get(lookup, kMlxHostfile)) return;
+  if (!get(lookup, kMlxRank) || !get(lookup, kMlxHostfile))
+    fail_partial(lookup, kNames, "mlx.launch");
+  env.group_source = GroupSource::mlx;
+  env.rank = get_int(lookup, kMlxRank, 0, kMaxRanks - 1, "a whole number from 0");
+  env.world_size = get_int(lookup, kMlxWorldSize, 1, kMaxRanks, "a whole number from 1");
+  if (env.world_size && *env.rank >= *env.world_size) {
+    fail(kMlxRank, *get(lookup, kMlxRank),
+         "below MLX_WORLD_SIZE=" + std::to_string(*env.world_size));
+  }
+  env.hostfile = get_string(lookup, kMlxHostfile);
+}
+
+// RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT (LOCAL_RANK, LOCAL_WORLD_SIZE):
+// rank 0 hosts the rendezvous there. The job token is RLX_JOB_TOKEN when
+// set; otherwise one derived from what every rank sees (keeps concurrent
+// jobs apart; not a secret).
+void parse_torchrun_group(const Lookup& lookup, LaunchEnv& env) {
+  static constexpr const char* kNames[] = {kTorchRank, kTorchWorldSize, kMasterAddr, kMasterPort};
+  std::size_t present = 0;
+  for (const char* name : kNames) present += get(lookup, name).has_value();
+  if (present == 0) return;
+  if (present < std::size(kNames)) fail_partial(lookup, kNames, "torchrun");
+  env.group_source = GroupSource::torchrun;
+  env.world_size = get_int(lookup, kTorchWorldSize, 1, kMaxRanks, "a whole number from 1");
+  env.rank = get_int(lookup, kTorchRank, 0, kMaxRanks - 1, "a whole number from 0");
+  if (*env.rank >= *env.world_size) {
+    fail(kTorchRank, *get(lookup, kTorchRank),
+         "below WORLD_SIZE=" + std::to_string(*env.world_size));
+  }
+  const int port = *get_int(lookup, kMasterPort, 1, 65535, "a port number from 1 to 65535");
+  const std::string address = get_string(lookup, kMasterAddr);
+  if (address.empty()) fail(kMasterAddr, address, "a host name or address");
+  // RLX_COORDINATOR's form, which parse_host_port reads: brackets around IPv6.
+  const bool ipv6 = address.find(':') != std::string::npos;
+  env.coordinator = (ipv6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+  env.hosts_rendezvous = *env.rank == 0;
+  env.local_rank = get_int(lookup, kTorchLocalRank, 0, kMaxRanks - 1, "a whole number from 0");
+  env.local_size = get_int(lookup, kTorchLocalSize, 1, kMaxRanks, "a whole number from 1");
 }
 
 void parse_mpirun_group(const Lookup& lookup, LaunchEnv& env) {
@@ -138,13 +203,20 @@ VerbsSettings get_verbs_settings(const Lookup& lookup) {
 
 LaunchEnv parse(const Lookup& lookup) {
   LaunchEnv env;
-  parse_rlxrun_group(lookup, env);
-  parse_mpirun_group(lookup, env);
-  detect_foreign_launcher(lookup, env);
   env.coordinator = get_string(lookup, kCoordinator);
   env.job_token = get_string(lookup, kJobToken);
   env.hostfile = get_string(lookup, kHostfile);
+  parse_rlxrun_group(lookup, env);
+  if (env.group_source == GroupSource::none) parse_mlx_group(lookup, env);
+  if (env.group_source == GroupSource::none) parse_torchrun_group(lookup, env);
+  if (env.group_source == GroupSource::torchrun && env.job_token.empty()) {
+    env.job_token = "torchrun " + env.coordinator + " " + std::to_string(*env.world_size) + " " +
+                    get_string(lookup, kTorchRunId);
+  }
+  parse_mpirun_group(lookup, env);
+  detect_foreign_launcher(lookup, env);
   env.ifname = get_string(lookup, kIfname);
+  env.host_address = get_string(lookup, kHostAddress);
   env.backend = get_string(lookup, kBackend);
   if (!env.backend.empty() && env.backend != "any" && env.backend != "tcp" &&
       env.backend != "mpi" && env.backend != "verbs" && env.backend != "singleton") {
@@ -174,6 +246,20 @@ LaunchEnv parse(const Lookup& lookup) {
 
 LaunchEnv from_process_environment() {
   return parse([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+std::string_view name_of(GroupSource source) {
+  switch (source) {
+    case GroupSource::none:
+      return "none";
+    case GroupSource::rlx:
+      return "RLX_RANK/RLX_WORLD_SIZE";
+    case GroupSource::mlx:
+      return "MLX_RANK/MLX_HOSTFILE";
+    case GroupSource::torchrun:
+      return "torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT";
+  }
+  return "?";
 }
 
 ErrorSite startup_site(const LaunchEnv& env, std::string operation) {

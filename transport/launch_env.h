@@ -31,6 +31,9 @@ inline constexpr const char* kJobToken = "RLX_JOB_TOKEN";       // per-job secre
 inline constexpr const char* kBackend = "RLX_BACKEND";    // tcp | mpi | verbs | singleton | any
 inline constexpr const char* kHostfile = "RLX_HOSTFILE";  // static JSON table of rank endpoints
 inline constexpr const char* kIfname = "RLX_IFNAME";      // network interface to listen on
+// The address this rank listens on and is reached at (rlxrun sets it from a
+// hostfile's "ips"); wins over RLX_IFNAME.
+inline constexpr const char* kHostAddress = "RLX_HOST_ADDRESS";
 inline constexpr const char* kTimeout = "RLX_TIMEOUT_S";  // deadline of every operation (s)
 inline constexpr const char* kConnectTimeout = "RLX_CONNECT_TIMEOUT_S";  // rendezvous deadline
 inline constexpr const char* kUnexpectedCap = "RLX_UNEXPECTED_BYTES";    // early-message memory cap
@@ -52,10 +55,24 @@ inline constexpr const char* kVerbsSpin = "RLX_VERBS_SPIN_US";  // caller's spin
 // Set by Open MPI's mpirun.
 inline constexpr const char* kOmpiRank = "OMPI_COMM_WORLD_RANK";
 inline constexpr const char* kOmpiWorldSize = "OMPI_COMM_WORLD_SIZE";
+// Set by torchrun and the launchers that imitate it (Kubernetes training
+// operators, Ray, ...): rank 0 hosts the rendezvous on MASTER_ADDR:MASTER_PORT.
+inline constexpr const char* kTorchRank = "RANK";
+inline constexpr const char* kTorchWorldSize = "WORLD_SIZE";
+inline constexpr const char* kTorchLocalRank = "LOCAL_RANK";
+inline constexpr const char* kTorchLocalSize = "LOCAL_WORLD_SIZE";
+inline constexpr const char* kMasterAddr = "MASTER_ADDR";
+inline constexpr const char* kMasterPort = "MASTER_PORT";
+inline constexpr const char* kTorchRunId = "TORCHELASTIC_RUN_ID";
+// Set by MLX's launcher (mlx.launch, ring backend): MLX_HOSTFILE is the
+// static table of every rank's endpoints (a JSON list, as RLX_HOSTFILE).
+inline constexpr const char* kMlxRank = "MLX_RANK";
+inline constexpr const char* kMlxHostfile = "MLX_HOSTFILE";
+inline constexpr const char* kMlxWorldSize = "MLX_WORLD_SIZE";
 // Process counts that other launchers set (rlx cannot join their groups yet,
 // but must not let their processes run as unrelated groups of one): PMI
-// (MPICH's hydra, Slurm's pmi2), Slurm's srun, torchrun and its imitators.
-inline constexpr const char* kForeignSizes[] = {"PMI_SIZE", "SLURM_STEP_NUM_TASKS", "WORLD_SIZE"};
+// (MPICH's hydra, Slurm's pmi2), Slurm's srun.
+inline constexpr const char* kForeignSizes[] = {"PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
 
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
@@ -72,9 +89,24 @@ struct VerbsSettings {
   std::optional<std::chrono::microseconds> caller_spin;  // none: the engine's default
 };
 
+// What told this process its rank and group, in the order parse() looks:
+// the first that is set wins (a partial set is an error, never skipped).
+enum class GroupSource : std::uint8_t {
+  none,      // nothing: a group of one, or mpirun's (mpi_world_size)
+  rlx,       // RLX_RANK, RLX_WORLD_SIZE (rlxrun, or by hand)
+  mlx,       // MLX_RANK, MLX_HOSTFILE (mlx.launch)
+  torchrun,  // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+};
+std::string_view name_of(GroupSource source);
+
 // Everything init needs to know, parsed and validated.
 struct LaunchEnv {
-  std::optional<int> rank;  // RLX_RANK and RLX_WORLD_SIZE come together or not at all
+  GroupSource group_source = GroupSource::none;
+  // torchrun-style rank 0: runs the rendezvous server on coordinator's port.
+  bool hosts_rendezvous = false;
+  // From group_source. With MLX_RANK and no MLX_WORLD_SIZE, world_size is
+  // the length of the table in MLX_HOSTFILE, which rlx::init reads.
+  std::optional<int> rank;
   std::optional<int> world_size;
   std::optional<int> local_rank;
   std::optional<int> local_size;
@@ -83,6 +115,7 @@ struct LaunchEnv {
   std::string backend;  // empty when unset
   std::string hostfile;
   std::string ifname;
+  std::string host_address;
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout;
   std::size_t unexpected_bytes_cap = kDefaultUnexpectedCap;
@@ -100,7 +133,8 @@ struct LaunchEnv {
   // not rlx's to judge and are ignored.
   std::string foreign_launcher;
 
-  // True when rlxrun (or a user imitating it) started this process.
+  // True when rlxrun, mlx.launch or torchrun (or a user imitating one)
+  // gave this process a rank: rlx's own network backends connect it.
   bool launched_by_rlxrun() const { return world_size.has_value(); }
   // True when Open MPI's mpirun started this process.
   bool launched_by_mpirun() const { return mpi_world_size.has_value(); }

@@ -72,11 +72,72 @@ TEST(LaunchEnv, ReadsWhatMpirunSets) {
 TEST(LaunchEnv, NotesAnotherLauncherThatStartedSeveralProcesses) {
   EXPECT_EQ(parse_map({{"SLURM_STEP_NUM_TASKS", "4"}}).foreign_launcher, "SLURM_STEP_NUM_TASKS=4");
   EXPECT_EQ(parse_map({{"PMI_SIZE", "2"}}).foreign_launcher, "PMI_SIZE=2");
-  EXPECT_EQ(parse_map({{"WORLD_SIZE", "8"}, {"RANK", "3"}}).foreign_launcher, "WORLD_SIZE=8");
   // One process, or a value that is not a count, is no evidence (and no error: not ours).
   EXPECT_EQ(parse_map({{"SLURM_STEP_NUM_TASKS", "1"}}).foreign_launcher, "");
-  EXPECT_EQ(parse_map({{"WORLD_SIZE", "earth"}}).foreign_launcher, "");
+  EXPECT_EQ(parse_map({{"PMI_SIZE", "earth"}}).foreign_launcher, "");
   EXPECT_EQ(parse_map({{"RLX_BACKEND", "singleton"}}).backend, "singleton");
+}
+
+TEST(LaunchEnv, ReadsATorchrunStyleEnvironmentRankZeroHostingTheRendezvous) {
+  const std::map<std::string, std::string> vars = {{"RANK", "0"},
+                                                   {"WORLD_SIZE", "4"},
+                                                   {"MASTER_ADDR", "node1"},
+                                                   {"MASTER_PORT", "29500"},
+                                                   {"LOCAL_RANK", "0"},
+                                                   {"LOCAL_WORLD_SIZE", "2"}};
+  const LaunchEnv env = parse_map(vars);
+  EXPECT_EQ(env.group_source, GroupSource::torchrun);
+  ASSERT_TRUE(env.launched_by_rlxrun());
+  EXPECT_EQ(*env.rank, 0);
+  EXPECT_EQ(*env.world_size, 4);
+  EXPECT_EQ(*env.local_size, 2);
+  EXPECT_EQ(env.coordinator, "node1:29500");
+  EXPECT_TRUE(env.hosts_rendezvous);
+  EXPECT_FALSE(env.job_token.empty());  // derived: every rank derives the same
+  auto other = vars;
+  other["RANK"] = "3";
+  const LaunchEnv rank3 = parse_map(other);
+  EXPECT_FALSE(rank3.hosts_rendezvous);
+  EXPECT_EQ(rank3.job_token, env.job_token);
+  other["RLX_JOB_TOKEN"] = "from the user";
+  EXPECT_EQ(parse_map(other).job_token, "from the user");
+  other["MASTER_ADDR"] = "fe80::1";
+  EXPECT_EQ(parse_map(other).coordinator, "[fe80::1]:29500");
+}
+
+TEST(LaunchEnv, ReadsMlxLaunchsEnvironment) {
+  const LaunchEnv env = parse_map({{"MLX_RANK", "1"}, {"MLX_HOSTFILE", "/tmp/hosts.json"}});
+  EXPECT_EQ(env.group_source, GroupSource::mlx);
+  EXPECT_EQ(*env.rank, 1);
+  EXPECT_FALSE(env.world_size);  // the table's length, which rlx::init reads
+  EXPECT_EQ(env.hostfile, "/tmp/hosts.json");
+  const LaunchEnv sized =
+      parse_map({{"MLX_RANK", "1"}, {"MLX_HOSTFILE", "h.json"}, {"MLX_WORLD_SIZE", "2"}});
+  EXPECT_EQ(*sized.world_size, 2);
+}
+
+// RLX_* first, then MLX_*, then torchrun's: the first set found is used.
+TEST(LaunchEnv, RlxVariablesWinOverMlxOverTorchrun) {
+  const std::map<std::string, std::string> torch = {
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}};
+  auto mlx = torch;
+  mlx.insert({{"MLX_RANK", "0"}, {"MLX_HOSTFILE", "h.json"}});
+  EXPECT_EQ(parse_map(mlx).group_source, GroupSource::mlx);
+  auto rlx = mlx;
+  rlx.insert({{"RLX_RANK", "0"}, {"RLX_WORLD_SIZE", "3"}});
+  const LaunchEnv env = parse_map(rlx);
+  EXPECT_EQ(env.group_source, GroupSource::rlx);
+  EXPECT_EQ(*env.world_size, 3);
+}
+
+TEST(LaunchEnv, APartialLauncherEnvironmentIsAnErrorNamingWhatIsMissing) {
+  expect_rejected({{"WORLD_SIZE", "8"}, {"RANK", "3"}}, "MASTER_ADDR, MASTER_PORT", "torchrun");
+  expect_rejected({{"MASTER_ADDR", "a"}}, "RANK, WORLD_SIZE", "partial torchrun");
+  expect_rejected({{"MLX_RANK", "0"}}, "MLX_HOSTFILE", "partial mlx.launch");
+  expect_rejected({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}},
+                  "RANK", "below WORLD_SIZE=4");
+  expect_rejected({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "0"}},
+                  "MASTER_PORT", "port number");
 }
 
 TEST(LaunchEnv, RejectsMalformedValuesNamingThem) {

@@ -67,12 +67,11 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env,
                                 " ranks but RLX_WORLD_SIZE is " + std::to_string(world_size()));
     }
     const HostPort& self = table[static_cast<std::size_t>(rank())];
-    listen(env.ifname.empty() ? self.host : interface_address(env.ifname), self.port);
+    listen(configured_address(env).value_or(self.host), self.port);
   } else {
     const auto [fd, coordinator] = rendezvous::connect_to_coordinator(
         env, deadline, "start the program with rlxrun, or give every rank RLX_HOSTFILE");
-    const HostPort mine =
-        listen(env.ifname.empty() ? local_host(fd.get()) : interface_address(env.ifname), 0);
+    const HostPort mine = listen(configured_address(env).value_or(local_host(fd.get())), 0);
     table = rendezvous::exchange_endpoints(fd.get(), coordinator, env.job_token, rank(),
                                            world_size(), mine, deadline);
   }

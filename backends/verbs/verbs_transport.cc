@@ -57,7 +57,7 @@ void VerbsTransport::tear_down() noexcept {
 
 std::string VerbsTransport::choose_address(const launch_env::LaunchEnv& env,
                                            const DeviceSettings& settings, int coordinator_fd) {
-  if (!env.ifname.empty()) return interface_address(env.ifname);
+  if (auto configured = configured_address(env)) return *configured;
   const bool overridden = !settings.device.empty() || settings.port != 0 || settings.gid_index;
   if (overridden) return rdma_port_address(settings, startup_site(env, "choose RDMA device"));
   // The address that reaches the coordinator, when an RDMA device serves it.

@@ -41,10 +41,11 @@ struct Server::Impl {
     bool rejected = false;
   };
 
-  Impl(Server& server, int world_size, std::string job_token, const std::string& bind_host)
+  Impl(Server& server, int world_size, std::string job_token, const std::string& bind_host,
+       std::uint16_t port)
       : owner(server),
         token(std::move(job_token)),
-        acceptor(io, tcp::endpoint(asio::ip::make_address(bind_host), 0)),
+        acceptor(io, tcp::endpoint(asio::ip::make_address(bind_host), port)),
         slots(static_cast<std::size_t>(world_size)),
         table_entries(static_cast<std::size_t>(world_size)) {}
 
@@ -175,12 +176,13 @@ struct Server::Impl {
 
 const std::string& Server::token() const { return impl_->token; }
 
-Server::Server(int world_size, std::string token, const std::string& bind_host)
+Server::Server(int world_size, std::string token, const std::string& bind_host, std::uint16_t port)
     : world_size_(world_size) {
   try {
-    impl_ = std::make_unique<Impl>(*this, world_size, std::move(token), bind_host);
+    impl_ = std::make_unique<Impl>(*this, world_size, std::move(token), bind_host, port);
   } catch (const boost::system::system_error& error) {
-    throw std::runtime_error("rendezvous: cannot listen on " + bind_host + ": " + error.what());
+    throw std::runtime_error("rendezvous: cannot listen on " +
+                             HostPort{bind_host, port}.to_string() + ": " + error.what());
   }
   address_ = {bind_host, impl_->acceptor.local_endpoint().port()};
   impl_->start();

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,9 +19,10 @@ namespace rlx::rendezvous {
 
 class Server {
  public:
-  // Listens on `bind_host` (an address of this machine), on an ephemeral port.
-  // Throws std::runtime_error if it cannot listen.
-  Server(int world_size, std::string token, const std::string& bind_host);
+  // Listens on `bind_host` (an address of this machine, or 0.0.0.0 / ::
+  // for every one), on `port` (0: an ephemeral one). Throws
+  // std::runtime_error if it cannot listen.
+  Server(int world_size, std::string token, const std::string& bind_host, std::uint16_t port = 0);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -1,0 +1,153 @@
+// Programs started by other launchers join one group: real processes with
+// the environment torchrun sets (rank 0 hosting the rendezvous on
+// MASTER_PORT), the one mlx.launch sets (MLX_RANK and a static MLX_HOSTFILE),
+// and rlxrun reading mlx.launch's object-form hostfile. Partial environments
+// are errors, never a group of one.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "tests/support/subprocess.h"
+
+namespace rlx::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// A port nobody listens on now (the kernel's choice of an ephemeral one).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+// Starts one process per environment and expects every one to print that
+// it is rank r of n with the right all_sum.
+void expect_one_group(const std::vector<std::vector<std::string>>& environments) {
+  const int n = static_cast<int>(environments.size());
+  std::vector<std::unique_ptr<Subprocess>> ranks;
+  for (const auto& environment : environments) {
+    ranks.push_back(
+        std::make_unique<Subprocess>(std::vector<std::string>{HELLO_ALLREDUCE}, environment));
+  }
+  const std::string sum = std::to_string(n * (n + 1) / 2);
+  for (int r = 0; r < n; ++r) {
+    const Finished f = ranks[static_cast<std::size_t>(r)]->wait(60s);
+    EXPECT_EQ(f.exit_code(), 0) << "rank " << r << ": " << f.err;
+    const std::string expected = "rank " + std::to_string(r) + " of " + std::to_string(n) +
+                                 " (tcp): all_sum of 1048576 floats = " + sum + ", 0 wrong";
+    EXPECT_NE(f.out.find(expected), std::string::npos) << f.out << f.err;
+  }
+}
+
+std::vector<std::string> torchrun_env(int rank, int n, int port) {
+  return {"RANK=" + std::to_string(rank),
+          "WORLD_SIZE=" + std::to_string(n),
+          "LOCAL_RANK=" + std::to_string(rank),
+          "LOCAL_WORLD_SIZE=" + std::to_string(n),
+          "MASTER_ADDR=127.0.0.1",
+          "MASTER_PORT=" + std::to_string(port),
+          "RLX_CONNECT_TIMEOUT_S=30"};
+}
+
+TEST(LaunchSources, TorchrunStyleRanksFormOneGroupWithRankZeroHostingTheRendezvous) {
+  const int port = free_port();
+  std::vector<std::vector<std::string>> environments;
+  for (int r = 3; r >= 0; --r) environments.insert(environments.begin(), torchrun_env(r, 4, port));
+  expect_one_group(environments);
+}
+
+TEST(LaunchSources, TorchrunStyleRanksWithTheirOwnTokenRejectAStrangerWithAnother) {
+  const int port = free_port();
+  auto rank0 = torchrun_env(0, 2, port), rank1 = torchrun_env(1, 2, port);
+  rank0.push_back("RLX_JOB_TOKEN=ours");
+  rank1.push_back("RLX_JOB_TOKEN=ours");
+  auto stranger = torchrun_env(1, 2, port);
+  stranger.push_back("RLX_JOB_TOKEN=theirs");
+  stranger.push_back("RLX_CONNECT_TIMEOUT_S=3");
+  Subprocess first(std::vector<std::string>{HELLO_ALLREDUCE}, rank0);
+  Subprocess wrong(std::vector<std::string>{HELLO_ALLREDUCE}, stranger);
+  const Finished refused = wrong.wait(30s);
+  EXPECT_NE(refused.exit_code(), 0) << refused.out;
+  Subprocess second(std::vector<std::string>{HELLO_ALLREDUCE}, rank1);
+  const Finished f0 = first.wait(60s), f1 = second.wait(60s);
+  EXPECT_EQ(f0.exit_code(), 0) << f0.err;
+  EXPECT_NE(f0.err.find("wrong job token"), std::string::npos) << f0.err;  // dropped, logged
+  EXPECT_EQ(f1.exit_code(), 0) << f1.err;
+  EXPECT_NE(f1.out.find("rank 1 of 2 (tcp)"), std::string::npos) << f1.out;
+}
+
+TEST(LaunchSources, MlxLaunchRanksJoinThroughTheStaticHostfile) {
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("mlx_hosts_" + std::to_string(::getpid()) + ".json");
+  constexpr int kRanks = 3;
+  {
+    std::ofstream out(file);
+    out << "[";
+    for (int r = 0; r < kRanks; ++r) {
+      out << (r ? ", " : "") << "[\"127.0.0.1:" << free_port() << "\"]";
+    }
+    out << "]";
+  }
+  std::vector<std::vector<std::string>> environments;
+  for (int r = 0; r < kRanks; ++r) {
+    environments.push_back({"MLX_RANK=" + std::to_string(r), "MLX_HOSTFILE=" + file.string(),
+                            "RLX_CONNECT_TIMEOUT_S=30"});
+  }
+  expect_one_group(environments);
+  fs::remove(file);
+}
+
+TEST(LaunchSources, RlxrunReadsMlxLaunchsObjectHostfileWithItsIpsAndEnvs) {
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("mlx_object_" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream out(file);
+    out << R"({"backend": "ring", "envs": ["FROM_HOSTFILE=yes", "RLX_TIMEOUT_S=40"],
+               "hosts": [{"ssh": "localhost", "ips": ["127.0.0.1"]},
+                         {"ssh": "localhost", "ips": ["127.0.0.1"]}]})";
+  }
+  Subprocess job({RLXRUN, "--hostfile", file.string(), "-n", "2", "sh", "-c",
+                  "echo \"env $FROM_HOSTFILE $RLX_TIMEOUT_S $RLX_HOST_ADDRESS\"; "
+                  "exec " HELLO_ALLREDUCE});
+  const Finished f = job.wait(60s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  for (const char* tag : {"[0] ", "[1] "}) {
+    EXPECT_NE(f.out.find(std::string(tag) + "env yes 40 127.0.0.1"), std::string::npos) << f.out;
+  }
+  EXPECT_NE(f.out.find("rank 1 of 2 (tcp): all_sum of 1048576 floats = 3, 0 wrong"),
+            std::string::npos)
+      << f.out;
+  fs::remove(file);
+}
+
+TEST(LaunchSources, APartialEnvironmentIsAnErrorNotAGroupOfOne) {
+  Subprocess torch({HELLO_ALLREDUCE}, {"RANK=1", "WORLD_SIZE=4"});
+  const Finished f = torch.wait(30s);
+  EXPECT_NE(f.exit_code(), 0) << f.out;
+  EXPECT_NE(f.err.find("MASTER_ADDR, MASTER_PORT not: a partial torchrun environment"),
+            std::string::npos)
+      << f.err;
+  Subprocess mlx({HELLO_ALLREDUCE}, {"MLX_RANK=0"});
+  const Finished g = mlx.wait(30s);
+  EXPECT_NE(g.exit_code(), 0) << g.out;
+  EXPECT_NE(g.err.find("MLX_HOSTFILE not: a partial mlx.launch environment"), std::string::npos)
+      << g.err;
+}
+
+}  // namespace
+}  // namespace rlx::testing
