@@ -83,7 +83,7 @@ LaunchEnv foreign_env(std::string variable) {
 }
 
 TEST(BackendChoice, ABackendNamedByRlxBackendWithoutItsLauncherIsAnError) {
-  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=tcp: the tcp backend needs rlxrun",
+  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=tcp: the tcp backend needs a rank from rlxrun",
                [] { choose_backend(with_backend({}, "tcp"), "any", false, kAll); });
   expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=verbs",
                [] { choose_backend(with_backend({}, "verbs"), "any", false, kAll); });
