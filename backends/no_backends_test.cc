@@ -1,6 +1,7 @@
 // The stand-ins for backends a build leaves out (mpi/no_mpi.cc,
-// verbs/no_verbs.cc), compiled into every build so they cannot rot: each says
-// the backend was not built and which packages bring it.
+// verbs/no_verbs.cc, transport/rendezvous/pmix_client_none.cc), compiled into
+// every build so they cannot rot: each says the backend was not built and
+// which packages bring it.
 #include <functional>
 #include <memory>
 
@@ -8,9 +9,12 @@
 
 #include "backends/mpi/mpi.h"
 #include "backends/verbs/verbs.h"
+#include "transport/rendezvous/pmix_client.h"
 
 namespace rlx {
 namespace {
+
+using Create = std::shared_ptr<Transport> (*)(const launch_env::LaunchEnv&);
 
 struct Stub {
   const char* name;
@@ -23,8 +27,14 @@ struct Stub {
 TEST(NoBackends, EachStubSaysTheBackendWasNotBuiltAndHowToBuildIt) {
   const Stub stubs[] = {
       {"mpi", mpi::is_built, mpi::create, "built without the Open MPI transport", "libopenmpi-dev"},
-      {"verbs", verbs::is_built, verbs::create, "built without the RDMA verbs transport",
-       "librdmacm-dev"},
+      {"verbs", verbs::is_built, static_cast<Create>(verbs::create),
+       "built without the RDMA verbs transport", "librdmacm-dev"},
+      {"pmix", pmix::is_built,
+       [](const launch_env::LaunchEnv&) -> std::shared_ptr<Transport> {
+         pmix::Client::connect();
+         return nullptr;
+       },
+       "a PMIx server started this process, but rlx was built without PMIx", "libpmix-dev"},
   };
   for (const Stub& stub : stubs) {
     EXPECT_FALSE(stub.is_built()) << stub.name;

@@ -41,6 +41,12 @@ rlx_resolve_backend(RLX_WITH_VERBS "${_verbs_found}"
                     "libibverbs + librdmacm (Debian: libibverbs-dev librdmacm-dev)")
 set(RLX_VERBS_BUILT ${RLX_WITH_VERBS_BUILT})
 
+if(NOT RLX_WITH_PMIX STREQUAL "OFF")
+  pkg_check_modules(PMIX QUIET IMPORTED_TARGET GLOBAL pmix)
+endif()
+rlx_resolve_backend(RLX_WITH_PMIX "${PMIX_FOUND}" "libpmix (Debian: libpmix-dev)")
+set(RLX_PMIX_BUILT ${RLX_WITH_PMIX_BUILT})
+
 if(RLX_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

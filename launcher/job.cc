@@ -32,6 +32,7 @@
 #include "launcher/remote_launch.h"
 #include "launcher/start_progress.h"
 #include "launcher/stdin_relay.h"
+#include "transport/auth.h"
 #include "transport/endpoint.h"
 #include "transport/launch_env.h"
 #include "transport/rendezvous/server.h"
@@ -48,24 +49,6 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 constexpr auto kReportGrace = std::chrono::seconds(1);
 // After the last rank exits, output still in flight is read for this long.
 constexpr auto kDrainGrace = std::chrono::seconds(1);
-
-std::string fresh_job_token() {
-  unsigned char raw[32];
-  std::size_t filled = 0;
-  while (filled < sizeof raw) {
-    const ssize_t n = getrandom(raw + filled, sizeof raw - filled, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(std::string("getrandom: ") + strerror(errno));
-    filled += static_cast<std::size_t>(n);
-  }
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string token;
-  for (unsigned char byte : raw) {
-    token += kHex[byte >> 4];
-    token += kHex[byte & 15];
-  }
-  return token;
-}
 
 bool is_rlx_variable(std::string_view entry) {
   return entry.starts_with("RLX_") || entry.starts_with("OMPI_COMM_WORLD_");
@@ -360,7 +343,7 @@ int Job::run() {
 void Job::start_ranks(const std::string& rendezvous_address,
                       std::chrono::milliseconds connect_timeout,
                       std::vector<std::array<int, 2>> copy_fds) {
-  token_ = fresh_job_token();
+  token_ = auth::fresh_token();
   const std::string& token = token_;
   // rlxrun hosts the rendezvous: it knows its own address, so there is no
   // port to guess, and it can name ranks that never arrive.

@@ -57,8 +57,9 @@ BackendKind group_of_one(const launch_env::LaunchEnv& env, std::string_view why)
   if (!others.empty()) {
     unavailable(std::string(why) + ", yet this process is one of several that another launcher " +
                     "started (" + others + "); each would run alone as a group of one",
-                "start the program with rlxrun (any backend) or mpirun (the mpi backend); "
-                "RLX_BACKEND=singleton runs every process alone on purpose");
+                "start the program with rlxrun (any backend), mpirun (the mpi backend), or "
+                "srun --mpi=pmix (a PMIx server lets rlx join); RLX_BACKEND=singleton runs "
+                "every process alone on purpose");
   }
   return BackendKind::singleton;
 }
@@ -85,6 +86,7 @@ BackendKind choose_launched(BackendKind kind, const launch_env::LaunchEnv& env,
                 "reconfigure with the backend's libraries installed");
   }
   if (env.launched_by_rlxrun()) return *env.world_size > 1 ? kind : BackendKind::singleton;
+  if (env.group_source == launch_env::GroupSource::pmix) return kind;  // init asks the size
   if (request.from_environment || strict) {
     const std::string asked = request.from_environment ? "RLX_BACKEND=" + name : "strict init";
     const std::string others = several_processes(env);
@@ -134,6 +136,7 @@ BackendKind choose_backend(const launch_env::LaunchEnv& env, std::string_view re
   if (env.launched_by_mpirun() && *env.mpi_world_size > 1) {
     return choose_mpi(env, built.mpi);
   }
+  if (env.group_source == launch_env::GroupSource::pmix) return BackendKind::tcp;
   if (strict) {
     unavailable("strict init found no distributed launcher",
                 std::string("looked for ") + kLookedFor + "; start the program with rlxrun");

@@ -28,8 +28,10 @@ struct BuiltBackends {
 //  4. Without its launcher, a backend named by RLX_BACKEND is an error (the
 //     person who started the job asked for it); one named only by the
 //     program falls back to the group of one unless `strict`, as "any" does.
-//  5. "any": rlxrun's environment means tcp; mpirun's (N > 1) means mpi;
-//     neither means the group of one (an error when `strict`).
+//  5. "any": rlxrun's environment (or mlx.launch's, torchrun's) means tcp;
+//     mpirun's (N > 1) means mpi; another PMIx server's (srun --mpi=pmix)
+//     means tcp, its size asked by init; none means the group of one (an
+//     error when `strict`). A named tcp or verbs also joins through PMIx.
 //  6. Whatever was asked, a group of one is an error when another launcher
 //     started this process as one of several (launch_env's foreign_launcher,
 //     or mpirun when the mpi backend is not what runs): the processes would

@@ -24,6 +24,14 @@ LaunchEnv mpirun_env(int world_size) {
   return env;
 }
 
+// A process a PMIx server started (srun --mpi=pmix; mpirun too when `mpirun_size`).
+LaunchEnv pmix_env(int mpirun_size = 0) {
+  LaunchEnv env = mpirun_size > 0 ? mpirun_env(mpirun_size) : LaunchEnv{};
+  env.group_source = launch_env::GroupSource::pmix;
+  env.rank = 1;
+  return env;
+}
+
 void expect_error(ErrorKind kind, const std::string& fragment, auto&& call) {
   try {
     call();
@@ -83,7 +91,8 @@ LaunchEnv foreign_env(std::string variable) {
 }
 
 TEST(BackendChoice, ABackendNamedByRlxBackendWithoutItsLauncherIsAnError) {
-  expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=tcp: the tcp backend needs a rank from rlxrun",
+  expect_error(ErrorKind::backend_unavailable,
+               "RLX_BACKEND=tcp: the tcp backend needs a rank from rlxrun",
                [] { choose_backend(with_backend({}, "tcp"), "any", false, kAll); });
   expect_error(ErrorKind::backend_unavailable, "RLX_BACKEND=verbs",
                [] { choose_backend(with_backend({}, "verbs"), "any", false, kAll); });
@@ -122,6 +131,15 @@ TEST(BackendChoice, ProgramAndEnvironmentMustAgree) {
   expect_error(ErrorKind::invalid_argument, "unknown backend 'nccl'",
                [] { choose_backend({}, "nccl", false, kAll); });
   EXPECT_EQ(choose_backend(rlxrun_env(2, "any"), "tcp", false, kAll), BackendKind::tcp);
+}
+
+// A PMIx server's process joins with tcp (its size asked by init); under
+// mpirun, only when a backend other than MPI is asked for.
+TEST(BackendChoice, APmixServersProcessJoinsWithTcpAndMpirunStaysMpi) {
+  EXPECT_EQ(choose_backend(pmix_env(), "any", true, kAll), BackendKind::tcp);
+  EXPECT_EQ(choose_backend(pmix_env(), "verbs", false, kAll), BackendKind::verbs);
+  EXPECT_EQ(choose_backend(pmix_env(3), "any", false, kAll), BackendKind::mpi);
+  EXPECT_EQ(choose_backend(pmix_env(3), "tcp", false, kAll), BackendKind::tcp);
 }
 
 }  // namespace

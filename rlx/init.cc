@@ -10,10 +10,13 @@
 #include "backends/verbs/verbs.h"
 #include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
+#include "transport/auth.h"
 #include "transport/endpoint.h"
 #include "transport/launch_env.h"
 #include "transport/log.h"
+#include "transport/rendezvous/pmix_client.h"
 #include "transport/rendezvous/server.h"
+#include "transport/subgroup_setup.h"
 
 namespace rlx {
 namespace {
@@ -39,6 +42,8 @@ struct World {
   // torchrun-style rank 0's rendezvous: kept while the process runs, since
   // ranks may still be registering after this one got its table.
   std::unique_ptr<rendezvous::Server> rendezvous;
+  // The PMIx server's client, when one started this process (finalised at exit).
+  std::shared_ptr<pmix::Client> pmix;
 };
 
 // MLX_HOSTFILE without MLX_WORLD_SIZE: the table's length is the group's size.
@@ -50,6 +55,48 @@ void size_from_static_table(launch_env::LaunchEnv& env) {
                           "MLX_RANK=" + std::to_string(*env.rank) + " but " + env.hostfile +
                               " lists " + std::to_string(*env.world_size) + " ranks");
   }
+}
+
+// Where a rank that joins through PMIx listens: the configured address;
+// loopback when the whole job runs on this host; else the address that
+// routes to a rank on another host (as rlxrun's ranks use the one that
+// routes to its rendezvous).
+std::string pmix_listen_host(const launch_env::LaunchEnv& env, pmix::Client& client) {
+  if (auto configured = configured_address(env)) return *configured;
+  if (env.local_size == env.world_size) return "127.0.0.1";
+  const std::string here = client.host_of(*env.rank);
+  for (int r = 0; r < *env.world_size; ++r) {
+    const std::string there = client.host_of(r);
+    if (!there.empty() && there != here) return source_address_towards(there);
+  }
+  return "127.0.0.1";
+}
+
+// Joins a PMIx launcher's job: its size from the server, a job token made
+// by rank 0 and shared through the server's store (unless RLX_JOB_TOKEN),
+// then every rank's endpoint through the store. A job of one is a group of one.
+std::shared_ptr<Transport> join_through_pmix(BackendKind kind, launch_env::LaunchEnv& env,
+                                             World& w) {
+  w.pmix = pmix::Client::connect();
+  const pmix::Membership m = w.pmix->membership();
+  env.rank = m.rank;
+  env.world_size = m.size;
+  env.local_rank = m.local_rank;
+  env.local_size = m.local_size;
+  if (m.size == 1) return start(BackendKind::singleton, env);
+  if (env.job_token.empty()) {
+    const std::string mine = m.rank == 0 ? auth::fresh_token() : std::string("-");
+    env.job_token = w.pmix->all_gather("rlx.token", mine, env.connect_timeout)[0];
+  }
+  const std::string key = "rlx." + std::string(name_of(kind)) + ".endpoint";
+  const EndpointExchange exchange = [&](const HostPort& own) {
+    std::vector<HostPort> table;
+    for (const std::string& text : w.pmix->all_gather(key, own.to_string(), env.connect_timeout))
+      table.push_back(parse_host_port(text, "a rank's endpoint from PMIx"));
+    return table;
+  };
+  if (kind == BackendKind::verbs) return verbs::create(env, exchange);
+  return tcp::create(env, pmix_listen_host(env, *w.pmix), exchange);
 }
 
 // Rank 0 of a torchrun-style launch serves the rendezvous on MASTER_PORT,
@@ -89,14 +136,15 @@ Group init(std::string_view backend, bool strict) {
   size_from_static_table(env);
   const auto kind =
       choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});
-  if (env.hosts_rendezvous && kind != BackendKind::singleton && kind != BackendKind::mpi) {
-    w.rendezvous = host_rendezvous(env);
-  }
+  const bool networked = kind == BackendKind::tcp || kind == BackendKind::verbs;
+  if (env.hosts_rendezvous && networked) w.rendezvous = host_rendezvous(env);
   log_lazily(LogLevel::debug, [&] {
     return "init(\"" + std::string(backend) + "\"): starting the " + std::string(name_of(kind)) +
            " backend (RLX_BACKEND=" + (env.backend.empty() ? "unset" : env.backend) + ")";
   });
-  w.group = start(kind, env);
+  w.group = networked && env.group_source == launch_env::GroupSource::pmix
+                ? join_through_pmix(kind, env, w)
+                : start(kind, env);
   log_lazily(LogLevel::info, [&] {
     return "rank " + std::to_string(w.group->rank()) + " of " +
            std::to_string(w.group->world_size()) + " on the " + std::string(w.group->backend()) +

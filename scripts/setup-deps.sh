@@ -8,6 +8,7 @@ packages=(
   libboost-dev libssl-dev libopenblas-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libibverbs-dev librdmacm-dev
+  libpmix-dev slurm-wlm  # joining PMIx jobs; tests/slurm: a real slurmctld and slurmd
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev iperf3  # bench/compare: the Gloo peer, and loopback TCP's ceiling
   openssh-server openssh-client iproute2 nftables  # tests/cluster: hosts, sshd, faults

@@ -35,6 +35,18 @@ Nonce fresh_nonce() {
   return nonce;
 }
 
+std::string fresh_token() {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  for (int half = 0; half < 2; ++half) {
+    for (std::byte byte : fresh_nonce()) {
+      token += kHex[std::to_integer<unsigned>(byte) >> 4];
+      token += kHex[std::to_integer<unsigned>(byte) & 15];
+    }
+  }
+  return token;
+}
+
 Mac mac(std::string_view token, std::span<const std::span<const std::byte>> parts) {
   keep_openssl_until_exit();
   std::unique_ptr<EVP_MAC, decltype(&EVP_MAC_free)> hmac(EVP_MAC_fetch(nullptr, "HMAC", nullptr),

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace rlx::auth {
@@ -17,6 +18,9 @@ using Mac = std::array<std::byte, kMacBytes>;
 
 // A fresh random nonce (from the kernel's CSPRNG).
 Nonce fresh_nonce();
+// A fresh job token: 32 random bytes as 64 hex digits (rlxrun's per job, a
+// PMIx job's rank 0's).
+std::string fresh_token();
 
 // HMAC-SHA256 over the concatenation of `parts`, keyed by the job token.
 Mac mac(std::string_view token, std::span<const std::span<const std::byte>> parts);

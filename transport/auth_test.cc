@@ -7,6 +7,13 @@ namespace {
 
 TEST(Auth, NoncesAreFresh) { EXPECT_NE(fresh_nonce(), fresh_nonce()); }
 
+TEST(Auth, TokensAreFreshHexOf32Bytes) {
+  const std::string token = fresh_token();
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+  EXPECT_NE(token, fresh_token());
+}
+
 TEST(Auth, HmacSha256MatchesRfc4231Case2) {
   const std::string data = "what do ya want for nothing?";
   const std::span<const std::byte> parts[] = {std::as_bytes(std::span(data))};

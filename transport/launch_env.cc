@@ -209,6 +209,10 @@ LaunchEnv parse(const Lookup& lookup) {
   parse_rlxrun_group(lookup, env);
   if (env.group_source == GroupSource::none) parse_mlx_group(lookup, env);
   if (env.group_source == GroupSource::none) parse_torchrun_group(lookup, env);
+  if (env.group_source == GroupSource::none && get(lookup, kPmixNamespace)) {
+    env.group_source = GroupSource::pmix;
+    env.rank = get_int(lookup, kPmixRank, 0, kMaxRanks - 1, "a whole number from 0");
+  }
   if (env.group_source == GroupSource::torchrun && env.job_token.empty()) {
     env.job_token = "torchrun " + env.coordinator + " " + std::to_string(*env.world_size) + " " +
                     get_string(lookup, kTorchRunId);
@@ -258,6 +262,8 @@ std::string_view name_of(GroupSource source) {
       return "MLX_RANK/MLX_HOSTFILE";
     case GroupSource::torchrun:
       return "torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT";
+    case GroupSource::pmix:
+      return "PMIx (PMIX_RANK, PMIX_NAMESPACE)";
   }
   return "?";
 }

@@ -69,6 +69,10 @@ inline constexpr const char* kTorchRunId = "TORCHELASTIC_RUN_ID";
 inline constexpr const char* kMlxRank = "MLX_RANK";
 inline constexpr const char* kMlxHostfile = "MLX_HOSTFILE";
 inline constexpr const char* kMlxWorldSize = "MLX_WORLD_SIZE";
+// Set by every PMIx server for its clients (srun --mpi=pmix, mpirun,
+// prterun): the size and the endpoints then come from the server (rlx::init).
+inline constexpr const char* kPmixRank = "PMIX_RANK";
+inline constexpr const char* kPmixNamespace = "PMIX_NAMESPACE";
 // Process counts that other launchers set (rlx cannot join their groups yet,
 // but must not let their processes run as unrelated groups of one): PMI
 // (MPICH's hydra, Slurm's pmi2), Slurm's srun.
@@ -96,6 +100,7 @@ enum class GroupSource : std::uint8_t {
   rlx,       // RLX_RANK, RLX_WORLD_SIZE (rlxrun, or by hand)
   mlx,       // MLX_RANK, MLX_HOSTFILE (mlx.launch)
   torchrun,  // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+  pmix,      // PMIX_RANK, PMIX_NAMESPACE: the size comes from the PMIx server
 };
 std::string_view name_of(GroupSource source);
 
@@ -105,7 +110,8 @@ struct LaunchEnv {
   // torchrun-style rank 0: runs the rendezvous server on coordinator's port.
   bool hosts_rendezvous = false;
   // From group_source. With MLX_RANK and no MLX_WORLD_SIZE, world_size is
-  // the length of the table in MLX_HOSTFILE, which rlx::init reads.
+  // the length of the table in MLX_HOSTFILE, which rlx::init reads; with
+  // PMIx, the server's job size, which rlx::init asks for.
   std::optional<int> rank;
   std::optional<int> world_size;
   std::optional<int> local_rank;

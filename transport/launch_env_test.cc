@@ -130,6 +130,20 @@ TEST(LaunchEnv, RlxVariablesWinOverMlxOverTorchrun) {
   EXPECT_EQ(*env.world_size, 3);
 }
 
+TEST(LaunchEnv, APmixServersProcessHasItsRankAndAsksTheServerForTheSize) {
+  const LaunchEnv env = parse_map({{"PMIX_NAMESPACE", "slurm.pmix.7.0"}, {"PMIX_RANK", "2"}});
+  EXPECT_EQ(env.group_source, GroupSource::pmix);
+  EXPECT_EQ(*env.rank, 2);
+  EXPECT_FALSE(env.world_size);
+  const LaunchEnv torch = parse_map({{"PMIX_NAMESPACE", "n"},
+                                     {"PMIX_RANK", "2"},
+                                     {"RANK", "0"},
+                                     {"WORLD_SIZE", "2"},
+                                     {"MASTER_ADDR", "a"},
+                                     {"MASTER_PORT", "5"}});
+  EXPECT_EQ(torch.group_source, GroupSource::torchrun);  // torchrun's variables first
+}
+
 TEST(LaunchEnv, APartialLauncherEnvironmentIsAnErrorNamingWhatIsMissing) {
   expect_rejected({{"WORLD_SIZE", "8"}, {"RANK", "3"}}, "MASTER_ADDR, MASTER_PORT", "torchrun");
   expect_rejected({{"MASTER_ADDR", "a"}}, "RANK, WORLD_SIZE", "partial torchrun");

@@ -318,4 +318,9 @@ std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env) {
   return std::make_shared<TcpTransport>(env);
 }
 
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env, const std::string& host,
+                                  const EndpointExchange& exchange) {
+  return std::make_shared<TcpTransport>(env, host, exchange);
+}
+
 }  // namespace rlx::tcp

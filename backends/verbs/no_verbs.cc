@@ -11,4 +11,8 @@ std::shared_ptr<Transport> create(const launch_env::LaunchEnv&) {
                         "-DRLX_WITH_VERBS=AUTO or ON");
 }
 
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env, const EndpointExchange&) {
+  return create(env);
+}
+
 }  // namespace rlx::verbs

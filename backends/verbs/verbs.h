@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "transport/launch_env.h"
+#include "transport/subgroup_setup.h"
 #include "transport/transport.h"
 
 namespace rlx::verbs {
@@ -16,5 +17,10 @@ bool is_built();
 // Connects to every rank over RDMA. Throws CollectiveError
 // (backend_unavailable) when the transport is not built or no device works.
 std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env);
+// The same without a rendezvous: on RLX_HOST_ADDRESS / RLX_IFNAME's address,
+// else the first active RDMA port's, learning every rank's endpoint through
+// `exchange` (a PMIx launcher's key-value store).
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env,
+                                  const EndpointExchange& exchange);
 
 }  // namespace rlx::verbs

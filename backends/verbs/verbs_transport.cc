@@ -180,4 +180,11 @@ std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env) {
   return std::make_shared<VerbsTransport>(env);
 }
 
+std::shared_ptr<Transport> create(const launch_env::LaunchEnv& env,
+                                  const EndpointExchange& exchange) {
+  auto address = configured_address(env);
+  if (!address) address = rdma_port_address(env.verbs, startup_site(env, "choose RDMA device"));
+  return std::make_shared<VerbsTransport>(env, *address, exchange);
+}
+
 }  // namespace rlx::verbs
