@@ -30,6 +30,7 @@
 #include "launcher/local_process.h"
 #include "launcher/output.h"
 #include "launcher/remote_launch.h"
+#include "launcher/slurm_allocation.h"
 #include "launcher/start_progress.h"
 #include "launcher/stdin_relay.h"
 #include "transport/auth.h"
@@ -191,8 +192,31 @@ void check_descriptor_budget(const Options& options, const std::vector<Placement
 
 }  // namespace
 
+namespace {
+
+const char* from_environment(const char* name) { return std::getenv(name); }
+
+// Inside a Slurm allocation, with no host list of the user's: the
+// allocation's hosts, and srun (not ssh) reaches them unless --rsh says.
+bool uses_slurm_allocation(const Options& options) {
+  return options.hostfile.empty() && options.host_list.empty() &&
+         from_environment("SLURM_JOB_NODELIST") != nullptr;
+}
+
+// The command that starts rlxrun's agent on `host`.
+std::vector<std::string> agent_argv(const Options& options, const std::string& host) {
+  if (options.rsh.empty() && uses_slurm_allocation(options)) {
+    return srun_agent_argv(host, this_executable());
+  }
+  const auto rsh = options.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options.rsh;
+  return remote_agent_argv(rsh, host, this_executable());
+}
+
+}  // namespace
+
 std::vector<Placement> plan_placement(const Options& options) {
   HostList list{{{"localhost", options.num_ranks, std::nullopt, {}}}, {}};
+  if (uses_slurm_allocation(options)) list.hosts = *slurm_allocation(from_environment);
   if (!options.hostfile.empty()) list = read_hostfile(options.hostfile);
   if (!options.host_list.empty()) list = {parse_host_list(options.host_list), {}};
   auto placements = place_ranks(list.hosts, options.num_ranks, options.oversubscribe);
@@ -386,8 +410,7 @@ ChildProcess Job::start_rank(int rank, const std::string& token, const std::stri
                         .cwd = options_.cwd,
                         .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null});
   }
-  const auto rsh = options_.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options_.rsh;
-  ChildProcess child = spawn_local({.argv = remote_agent_argv(rsh, state.host, this_executable()),
+  ChildProcess child = spawn_local({.argv = agent_argv(options_, state.host),
                                     .environment = environment_with({}, is_rlx_variable),
                                     .stdin_mode = StdinMode::pipe});
   const AgentRequest request{.environment = variables,
@@ -600,9 +623,7 @@ void print_dry_run(const Options& options, const std::vector<Placement>& placed)
     const Placement& where = placed[static_cast<std::size_t>(r)];
     std::string line = "rank " + std::to_string(r) + " on " + where.host + ":";
     if (!is_local_host(where.host)) {
-      const auto rsh =
-          options.rsh.empty() ? split_command_words(kDefaultRsh, "--rsh") : options.rsh;
-      for (const auto& word : remote_agent_argv(rsh, where.host, this_executable())) {
+      for (const auto& word : agent_argv(options, where.host)) {
         line += " " + word;
       }
       line += " <<< (over stdin)";

@@ -177,11 +177,13 @@ OPTIONS
     -n, -np N            number of ranks (required)
     --backend B          tcp (default), verbs or any: sets RLX_BACKEND
     --hostfile FILE      hosts and slots: Open MPI's format (host slots=N max_slots=M)
-                         or MLX's JSON host list; see hostfiles/ for examples
+                         or MLX's JSON host list (mlx.launch's object form too: its
+                         "ips" and "envs" apply); see hostfiles/ for examples
     -H, --host LIST      hosts and slots on the command line: node1:2,node2:4
     --oversubscribe      allow more ranks than slots (never more than max_slots)
-    --rsh CMD            how to reach other hosts (default: ssh -o BatchMode=yes),
-                         for example --rsh 'ssh -p 2222 -i ~/.ssh/cluster'
+    --rsh CMD            how to reach other hosts (default: ssh -o BatchMode=yes; srun
+                         inside a Slurm allocation), for example
+                         --rsh 'ssh -p 2222 -i ~/.ssh/cluster'
     --ifname IF          network interface the ranks listen on: sets RLX_IFNAME
     --timeout S          end the job after S seconds, naming the ranks still running
     --env, -x K=V        set K=V in every rank's environment (repeatable)
@@ -195,7 +197,9 @@ OPTIONS
 
     stdin goes to rank 0; the other ranks read /dev/null.
 
-    Without --hostfile or -H every rank runs on this machine. Ranks fill each
+    Without --hostfile or -H every rank runs on this machine, or, inside a
+    Slurm allocation (salloc, sbatch), on the allocation's hosts and slots
+    (SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE), reached with srun. Ranks fill each
     host's slots in order. Hosts that are this machine (localhost, its name,
     its addresses) are started directly. On every other host, rlxrun runs
     `CMD HOST exec RLXRUN --remote-agent`, where RLXRUN is this rlxrun's own

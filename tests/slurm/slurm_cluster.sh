@@ -1,9 +1,9 @@
 #!/bin/bash
 # A real Slurm on this machine for the tests: slurmctld and one slurmd (one
-# node with several CPUs; Debian's Slurm is built without multiple-slurmd
-# support, so several nodes on one machine are not possible), no munge
-# (auth/none: the daemons listen on loopback only), MpiDefault=pmix so
-# `srun -n N prog` gives every task a PMIx server.
+# node with 8 CPUs on loopback; slurm_across_hosts.sh runs one slurmd per
+# network-namespace host instead), no munge (auth/none: the daemons listen
+# on loopback only), MpiDefault=pmix so `srun -n N prog` gives every task a
+# PMIx server.
 #   slurm_cluster.sh start DIR   writes DIR/slurm.conf, starts both daemons,
 #                                 waits until the node is idle; prints
 #                                 SLURM_CONF=DIR/slurm.conf

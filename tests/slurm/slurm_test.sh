@@ -1,6 +1,7 @@
 #!/bin/bash
 # rlx under a real Slurm (tests/slurm/slurm_cluster.sh: slurmctld and one
-# slurmd on this machine, several tasks on its one node): srun's tasks join
+# slurmd on this machine, several tasks on its one node; several nodes:
+# slurm_across_hosts.sh): srun's tasks join
 # one TCP group through Slurm's PMIx server, the conformance suite passes
 # over it, and a task killed mid-job is named by every survivor while srun
 # exits non-zero. Exit 77 (ctest: skipped, with the reason) when Slurm's
