@@ -27,6 +27,13 @@ class RlxComm {
     const std::size_t total = count * static_cast<std::size_t>(size());
     group_->all_to_all(std::span(in, total), std::span(out, total));
   }
+  void reduce(float* data, std::size_t count, int root) {
+    group_->reduce(std::span(data, count), rlx::ReduceOp::sum, root);
+  }
+  void gather(const float* in, float* out, std::size_t count, int root) {
+    group_->gather(std::span(in, count), std::span(out, count * static_cast<std::size_t>(size())),
+                   root);
+  }
   void send(int peer, const std::byte* data, std::size_t bytes) {
     group_->send_bytes(peer, 1, {data, bytes});
   }

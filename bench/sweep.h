@@ -8,8 +8,9 @@
 // min(us) the fastest rank's. GB = 1e9 bytes. algbw = size / time. busbw =
 // algbw x 2(n-1)/n for all_sum, x (n-1)/n for all_gather (whose size is the
 // gathered output) and all_to_all (size: one rank's whole input), x 1 for
-// broadcast (from rank 0) and sendrecv (time is half a round trip); barrier
-// reports time only.
+// broadcast (from rank 0), reduce (a sum to rank 0), gather (to rank 0; size:
+// the gathered output, x (n-1)/n) and sendrecv (time is half a round trip);
+// barrier reports time only.
 #pragma once
 
 #include <algorithm>
@@ -23,7 +24,7 @@
 
 namespace rlx::bench {
 
-enum class Op { all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all };
+enum class Op { all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all, reduce, gather };
 
 inline const char* name_of(Op op) {
   switch (op) {
@@ -39,6 +40,10 @@ inline const char* name_of(Op op) {
       return "broadcast";
     case Op::all_to_all:
       return "all_to_all";
+    case Op::reduce:
+      return "reduce";
+    case Op::gather:
+      return "gather";
   }
   return "?";
 }
@@ -80,12 +85,13 @@ inline std::size_t parse_size(std::string_view text) {
 }
 
 inline Op parse_op(std::string_view text) {
-  for (Op op :
-       {Op::all_sum, Op::all_gather, Op::barrier, Op::sendrecv, Op::broadcast, Op::all_to_all}) {
+  for (Op op : {Op::all_sum, Op::all_gather, Op::barrier, Op::sendrecv, Op::broadcast,
+                Op::all_to_all, Op::reduce, Op::gather}) {
     if (text == name_of(op)) return op;
   }
   std::fprintf(stderr,
-               "unknown op '%.*s': all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all\n",
+               "unknown op '%.*s': all_sum, all_gather, barrier, sendrecv, broadcast, all_to_all, "
+               "reduce, gather\n",
                static_cast<int>(text.size()), text.data());
   std::exit(2);
 }
@@ -123,7 +129,8 @@ inline SweepOptions parse_sweep_options(int argc, char** argv, const char* defau
       o.label = value();
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--op all_sum|all_gather|barrier|sendrecv|broadcast|all_to_all] [-b "
+                   "usage: %s [--op "
+                   "all_sum|all_gather|barrier|sendrecv|broadcast|all_to_all|reduce|gather] [-b "
                    "MIN] [-e MAX] "
                    "[-f FACTOR] [--seconds S] [--iters N] [--warmup N] [--csv] [--label L]\n",
                    argv[0]);
@@ -148,6 +155,7 @@ inline double bus_factor(Op op, int n) {
       return 2.0 * (n - 1) / n;
     case Op::all_gather:
     case Op::all_to_all:
+    case Op::gather:
       return static_cast<double>(n - 1) / n;
     default:
       return 1.0;

@@ -10,6 +10,8 @@
 // and, where the system has them (else those ops print no rows):
 //   void broadcast(float* data, std::size_t count, int root);
 //   void all_to_all(const float* in, float* out, std::size_t count_per_block);
+//   void reduce(float* data, std::size_t count, int root);      // sum, in place
+//   void gather(const float* in, float* out, std::size_t count_per_rank, int root);
 //
 // Per size: one verified run (#wrong), a warm-up, a probe that sizes the
 // iteration count to the time budget (agreed across ranks), then the timed
@@ -35,6 +37,10 @@ class Sweep {
   };
   static constexpr bool kExchanges = requires(Comm & c, float* f) {
     c.all_to_all(f, f, std::size_t{});
+  };
+  static constexpr bool kRooted = requires(Comm & c, float* f) {
+    c.reduce(f, std::size_t{}, 0);
+    c.gather(f, f, std::size_t{}, 0);
   };
 
  public:
@@ -62,7 +68,10 @@ class Sweep {
     const auto n = static_cast<std::size_t>(comm_.size());
     if (o_.op == Op::broadcast && !kBroadcasts) return false;
     if (o_.op == Op::all_to_all && !kExchanges) return false;
-    if (o_.op == Op::all_gather || o_.op == Op::all_to_all) return size % (n * sizeof(float)) == 0;
+    if ((o_.op == Op::reduce || o_.op == Op::gather) && !kRooted) return false;
+    if (o_.op == Op::all_gather || o_.op == Op::all_to_all || o_.op == Op::gather) {
+      return size % (n * sizeof(float)) == 0;
+    }
     if (o_.op == Op::sendrecv) return comm_.size() >= 2;
     return o_.op == Op::barrier || size % sizeof(float) == 0;
   }
@@ -88,6 +97,12 @@ class Sweep {
         return;
       case Op::all_to_all:
         if constexpr (kExchanges) comm_.all_to_all(data_.data(), out_.data(), per_rank(size));
+        return;
+      case Op::reduce:
+        if constexpr (kRooted) comm_.reduce(data_.data(), size / sizeof(float), 0);
+        return;
+      case Op::gather:
+        if constexpr (kRooted) comm_.gather(data_.data(), out_.data(), per_rank(size), 0);
         return;
     }
   }
@@ -125,6 +140,20 @@ class Sweep {
       std::fill_n(data_.begin(), count, static_cast<float>(r + 1));
       once(size);
       for (std::size_t i = 0; i < count; ++i) wrong += data_[i] != 1.0f;
+    } else if (o_.op == Op::reduce) {
+      // Rank 0 gets the sum; the others keep their input.
+      const std::size_t count = size / sizeof(float);
+      std::fill_n(data_.begin(), count, static_cast<float>(r + 1));
+      once(size);
+      const float want = r == 0 ? static_cast<float>(n * (n + 1) / 2) : static_cast<float>(r + 1);
+      for (std::size_t i = 0; i < count; ++i) wrong += data_[i] != want;
+    } else if (o_.op == Op::gather) {
+      const std::size_t count = per_rank(size);
+      std::fill_n(data_.begin(), count, static_cast<float>(r));
+      once(size);
+      for (std::size_t i = 0; r == 0 && i < count * static_cast<std::size_t>(n); ++i) {
+        wrong += out_[i] != static_cast<float>(i / count);
+      }
     } else if (o_.op == Op::all_to_all) {
       // Block j of rank r holds r * n + j; block i received holds i * n + r.
       const std::size_t count = per_rank(size);

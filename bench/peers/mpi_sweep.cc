@@ -1,5 +1,6 @@
 // The sweep over plain Open MPI (MPI_Allreduce, MPI_Allgather, MPI_Barrier,
-// MPI_Send/Recv, MPI_Bcast, MPI_Alltoall): the reference rlx is measured against. Which Open MPI
+// MPI_Send/Recv, MPI_Bcast, MPI_Alltoall, MPI_Reduce, MPI_Gather): the
+// reference rlx is measured against. Which Open MPI
 // path runs is mpirun's choice (--mca btl tcp,self forces TCP).
 #include <mpi.h>
 
@@ -33,6 +34,15 @@ class MpiComm {
   void all_to_all(const float* in, float* out, std::size_t count) {
     MPI_Alltoall(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT,
                  MPI_COMM_WORLD);
+  }
+  void reduce(float* data, std::size_t count, int root) {
+    // In place at the root, as rlx's reduce; the others' data is only read.
+    MPI_Reduce(rank() == root ? MPI_IN_PLACE : data, data, static_cast<int>(count), MPI_FLOAT,
+               MPI_SUM, root, MPI_COMM_WORLD);
+  }
+  void gather(const float* in, float* out, std::size_t count, int root) {
+    MPI_Gather(in, static_cast<int>(count), MPI_FLOAT, out, static_cast<int>(count), MPI_FLOAT,
+               root, MPI_COMM_WORLD);
   }
   void send(int peer, const std::byte* data, std::size_t bytes) {
     MPI_Send(data, static_cast<int>(bytes), MPI_BYTE, peer, 1, MPI_COMM_WORLD);
