@@ -72,6 +72,15 @@ class ShmCollectives {
   void broadcast(const CollectiveCall& call, ElementSpan data, int root);
   // As Transport::all_to_all (blocks of call.count elements), in place too.
   void all_to_all(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+  // As Transport::reduce, gather and scatter to or from call.root (a job
+  // rank: these run only when every rank of the job is on this host), when
+  // the data fits the call lines (scatter: the root's whole input). Each
+  // first checks every rank's call; when the data does not fit it returns
+  // false having done only that, and the caller runs the network algorithm
+  // (every rank decides alike: the calls are equal).
+  bool reduce_inline(const CollectiveCall& call, ElementSpan data);
+  bool gather_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+  bool scatter_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
 
   // The halves of all_reduce, for hierarchical collectives: afterwards block
   // local_rank() (of split {data.count, local_size()}) of `data` holds the

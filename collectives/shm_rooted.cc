@@ -1,0 +1,68 @@
+// Reduce, gather and scatter among the ranks of one host, when their data
+// rides inline in the call lines: one posted line per rank, then the root
+// (every rank, for scatter) copies or reduces what it needs from the
+// others' lines. Larger ones stay on the network algorithms.
+#include <cstring>
+
+#include "collectives/shm_collectives.h"
+
+namespace rlx {
+
+bool ShmCollectives::reduce_inline(const CollectiveCall& call, ElementSpan data) {
+  const bool fits = fits_inline(data.bytes());
+  log_choice(call, data.bytes(), fits);
+  const auto* bytes = static_cast<const std::byte*>(data.data);
+  const std::uint64_t number = open_call(
+      call, fits ? std::span<const std::byte>(bytes, data.bytes()) : std::span<const std::byte>());
+  if (!fits) return false;
+  if (local_rank() == node_.local_of(call.root) && data.count > 0) {
+    // Every input from the call lines, this rank's too: the output is not one of them.
+    reduce_in_rank_order(data, call.op, [&](int j) {
+      return ConstElementSpan{node_.call_payload(j, number), data.count, data.dtype};
+    });
+  }
+  return true;
+}
+
+bool ShmCollectives::gather_inline(const CollectiveCall& call, ConstElementSpan input,
+                                   ElementSpan output) {
+  const std::size_t block = input.bytes();
+  const bool fits = fits_inline(block);
+  log_choice(call, block, fits);
+  const auto* in = static_cast<const std::byte*>(input.data);
+  const std::uint64_t number =
+      open_call(call, fits ? std::span<const std::byte>(in, block) : std::span<const std::byte>());
+  if (!fits) return false;
+  if (local_rank() != node_.local_of(call.root) || block == 0) return true;
+  auto* out = static_cast<std::byte*>(output.data);
+  for (int j = 0; j < local_size(); ++j) {
+    std::byte* to = out + static_cast<std::size_t>(node_.world_rank(j)) * block;
+    if (j == local_rank()) {
+      if (to != in) std::memmove(to, in, block);
+    } else {
+      std::memcpy(to, node_.call_payload(j, number), block);
+    }
+  }
+  return true;
+}
+
+bool ShmCollectives::scatter_inline(const CollectiveCall& call, ConstElementSpan input,
+                                    ElementSpan output) {
+  const std::size_t block = output.bytes();
+  const std::size_t all = block * static_cast<std::size_t>(local_size());
+  const bool fits = fits_inline(all);
+  log_choice(call, all, fits);
+  const int root = node_.local_of(call.root);
+  const bool is_root = local_rank() == root;
+  const auto* in = static_cast<const std::byte*>(input.data);
+  const std::uint64_t number = open_call(
+      call, fits && is_root ? std::span<const std::byte>(in, all) : std::span<const std::byte>());
+  if (!fits) return false;
+  if (block == 0) return true;
+  const std::size_t offset = static_cast<std::size_t>(node_.world_rank(local_rank())) * block;
+  const std::byte* from = is_root ? in + offset : node_.call_payload(root, number) + offset;
+  if (from != output.data) std::memmove(output.data, from, block);
+  return true;
+}
+
+}  // namespace rlx
