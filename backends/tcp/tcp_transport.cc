@@ -62,9 +62,10 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env,
   if (!env.hostfile.empty()) {
     table = read_static_table(env.hostfile);
     if (table.size() != static_cast<std::size_t>(world_size())) {
-      throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "read RLX_HOSTFILE"),
+      throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "read the hostfile"),
                             env.hostfile + " lists " + std::to_string(table.size()) +
-                                " ranks but RLX_WORLD_SIZE is " + std::to_string(world_size()));
+                                " ranks but the group has " + std::to_string(world_size()) + " (" +
+                                std::string(launch_env::name_of(env.group_source)) + ")");
     }
     const HostPort& self = table[static_cast<std::size_t>(rank())];
     listen(configured_address(env).value_or(self.host), self.port);

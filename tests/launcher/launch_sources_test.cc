@@ -112,6 +112,21 @@ TEST(LaunchSources, MlxLaunchRanksJoinThroughTheStaticHostfile) {
   fs::remove(file);
 }
 
+TEST(LaunchSources, AnMlxWorldSizeThatDisagreesWithTheHostfileIsAnError) {
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("mlx_two_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << "[[\"127.0.0.1:" << free_port() << "\"], [\"127.0.0.1:" << free_port()
+                      << "\"]]";
+  Subprocess rank({HELLO_ALLREDUCE},
+                  {"MLX_RANK=0", "MLX_WORLD_SIZE=3", "MLX_HOSTFILE=" + file.string()});
+  const Finished f = rank.wait(30s);
+  EXPECT_NE(f.exit_code(), 0) << f.out;
+  EXPECT_NE(f.err.find("lists 2 ranks but the group has 3 (MLX_RANK/MLX_HOSTFILE)"),
+            std::string::npos)
+      << f.err;
+  fs::remove(file);
+}
+
 TEST(LaunchSources, RlxrunReadsMlxLaunchsObjectHostfileWithItsIpsAndEnvs) {
   const fs::path file =
       fs::path(::testing::TempDir()) / ("mlx_object_" + std::to_string(::getpid()) + ".json");
