@@ -115,17 +115,15 @@ void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
 void LinksTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
   CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
   call.root = root;
-  if (route() == Route::shared_memory && same_host_->collectives().reduce_inline(call, data))
-    return;
+  if (route() == Route::shared_memory) return same_host_->collectives().reduce(call, data);
   rlx::reduce_binomial(links(), call, data);
 }
 
 void LinksTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
   CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
   call.root = root;
-  if (route() == Route::shared_memory &&
-      same_host_->collectives().gather_inline(call, input, output)) {
-    return;
+  if (route() == Route::shared_memory) {
+    return same_host_->collectives().gather(call, input, output);
   }
   rlx::gather_direct(links(), call, input, output);
 }

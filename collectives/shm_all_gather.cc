@@ -9,7 +9,7 @@
 namespace rlx {
 
 void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byte* my_block,
-                                      std::byte* out_base, BlockSplit split) {
+                                      std::byte* out_base, BlockSplit split, bool staged) {
   const int me = local_rank();
   const std::size_t element = size_of(call.dtype);
   const std::size_t piece = node_.shape().slot_bytes / element;
@@ -20,8 +20,14 @@ void ShmCollectives::gather_pipelined(const CollectiveCall& call, const std::byt
     const std::uint64_t ticket = take_ticket(call);
     const Piece own = piece_of(split, me, chunk, piece);
     const std::byte* from = my_block + (own.begin - split.begin(me)) * element;
-    if (own.length > 0) std::memcpy(node_.staging(me, ticket), from, own.length * element);
-    publish(Phase::staged, ticket);
+    if (staged && own.length > 0) {
+      std::memcpy(node_.staging(me, ticket), from, own.length * element);
+    }
+    if (staged) publish(Phase::staged, ticket);
+    if (out_base == nullptr) {  // a gather's non-root: the root reads the slot
+      publish(Phase::done, ticket);
+      continue;
+    }
     std::byte* to = out_base + own.begin * element;
     // From the caller's input, not the slot: the peers read the slot right
     // now, and sharing those lines costs more than the input's second read

@@ -18,7 +18,8 @@ ShmCollectives::Piece ShmCollectives::piece_of(BlockSplit split, int part, std::
 }
 
 void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byte* in,
-                                      std::byte* my_out, std::byte* gather_base, BlockSplit split) {
+                                      std::byte* my_out, std::byte* gather_base, BlockSplit split,
+                                      bool gathers) {
   const int n = local_size();
   const int me = local_rank();
   const std::size_t element = size_of(call.dtype);
@@ -47,11 +48,13 @@ void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byt
             j == me ? in + own.begin * element : node_.staging(j, ticket) + me * piece_bytes;
         return ConstElementSpan{from, own.length, call.dtype};
       });
-      shm::write_result(my_out + (own.begin - split.begin(me)) * element, result.data,
-                        result.bytes(), streaming);
+      if (my_out != nullptr) {
+        shm::write_result(my_out + (own.begin - split.begin(me)) * element, result.data,
+                          result.bytes(), streaming);
+      }
     }
+    if (gathers) publish(Phase::reduced, ticket);
     if (gather_base != nullptr) {
-      publish(Phase::reduced, ticket);
       for (int j = 0; j < n; ++j) {
         if (j == me) continue;
         wait_for(j, Phase::reduced, ticket, call);
@@ -81,7 +84,7 @@ void ShmCollectives::all_reduce(const CollectiveCall& call, ElementSpan data) {
   open_call(call, {});
   const BlockSplit split{data.count, local_size()};
   reduce_pipelined(call, bytes, bytes + split.begin(local_rank()) * size_of(data.dtype), bytes,
-                   split);
+                   split, /*gathers=*/true);
 }
 
 void ShmCollectives::reduce_scatter_blocks(const CollectiveCall& call, ElementSpan data) {
@@ -91,7 +94,7 @@ void ShmCollectives::reduce_scatter_blocks(const CollectiveCall& call, ElementSp
   auto* bytes = static_cast<std::byte*>(data.data);
   const BlockSplit split{data.count, local_size()};
   reduce_pipelined(call, bytes, bytes + split.begin(local_rank()) * size_of(data.dtype), nullptr,
-                   split);
+                   split, /*gathers=*/false);
 }
 
 }  // namespace rlx

@@ -72,14 +72,15 @@ class ShmCollectives {
   void broadcast(const CollectiveCall& call, ElementSpan data, int root);
   // As Transport::all_to_all (blocks of call.count elements), in place too.
   void all_to_all(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
-  // As Transport::reduce, gather and scatter to or from call.root (a job
-  // rank: these run only when every rank of the job is on this host), when
-  // the data fits the call lines (scatter: the root's whole input). Each
-  // first checks every rank's call; when the data does not fit it returns
-  // false having done only that, and the caller runs the network algorithm
-  // (every rank decides alike: the calls are equal).
-  bool reduce_inline(const CollectiveCall& call, ElementSpan data);
-  bool gather_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+  // As Transport::reduce and gather to call.root (a job rank: these run
+  // only when every rank of the job is on this host): inline when the data
+  // fits the call lines, else pipelined through the staging slots.
+  void reduce(const CollectiveCall& call, ElementSpan data);
+  void gather(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+  // As Transport::scatter from call.root, when the root's whole input fits
+  // the call lines. It first checks every rank's call; when the input does
+  // not fit it returns false having done only that, and the caller runs the
+  // network algorithm (every rank decides alike: the calls are equal).
   bool scatter_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
 
   // The halves of all_reduce, for hierarchical collectives: afterwards block
@@ -102,14 +103,18 @@ class ShmCollectives {
   template <class Operand>
   void reduce_in_rank_order(ElementSpan out, ReduceOp op, Operand&& x) const;
   // Pipelined through the staging slots: rank j's block j of `in` (blocks
-  // as `split`) is reduced across ranks into `my_out`; with `gather_base`,
-  // every rank's reduced block is then copied into its place there too.
+  // as `split`) is reduced across ranks into `my_out` (none: it stays in the
+  // slot); when `gathers` (the same on every rank), each reduced piece is
+  // published, and a rank with `gather_base` copies every rank's into its
+  // place there (every rank: all_reduce; the root alone: reduce).
   void reduce_pipelined(const CollectiveCall& call, const std::byte* in, std::byte* my_out,
-                        std::byte* gather_base, BlockSplit split);
+                        std::byte* gather_base, BlockSplit split, bool gathers);
   // Pipelined: this rank's `my_block` (block local_rank() of `split`) goes to
-  // its place in every rank's `out_base`, and theirs to this rank's.
+  // its place in `out_base` of every rank that has one (every rank:
+  // all_gather; the root alone: gather), and theirs to this rank's. A rank
+  // whose block nobody reads (the root of a gather) passes `staged` false.
   void gather_pipelined(const CollectiveCall& call, const std::byte* my_block, std::byte* out_base,
-                        BlockSplit split);
+                        BlockSplit split, bool staged = true);
   // Pipelined all-to-all of blocks of `block` bytes (`in` may be `out`).
   void exchange_pipelined(const CollectiveCall& call, const std::byte* in, std::byte* out,
                           std::size_t block);

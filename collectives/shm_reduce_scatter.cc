@@ -21,7 +21,7 @@ void ShmCollectives::reduce_scatter(const CollectiveCall& call, ConstElementSpan
   }
   open_call(call, {});
   reduce_pipelined(call, in, static_cast<std::byte*>(output.data), nullptr,
-                   BlockSplit{input.count, local_size()});
+                   BlockSplit{input.count, local_size()}, /*gathers=*/false);
 }
 
 }  // namespace rlx
