@@ -62,6 +62,12 @@ mkdir -p "$tmpfs"
 } >"$dir/slurm.conf"
 export SLURM_CONF=$dir/slurm.conf
 
+stop() {
+  pkill -F "$dir/slurmctld.pid" 2>/dev/null || true
+  for address in "${hosts[@]}"; do pkill -F "$dir/slurmd-$address.pid" 2>/dev/null || true; done
+}
+# RLX_SLURM_KEEP=DIR keeps the daemons' configuration and logs there.
+trap 'stop; [[ -n ${RLX_SLURM_KEEP:-} ]] && cp -r "$dir" "$RLX_SLURM_KEEP" 2>/dev/null' EXIT
 slurmctld -i -f "$SLURM_CONF" || { cat "$dir/slurmctld.log"; exit 1; }
 # nsenter, not `ip netns exec`: that one mounts a fresh /sys without the
 # cgroup file system slurmd needs.
@@ -72,12 +78,6 @@ for i in "${!hosts[@]}"; do
            exec slurmd -N '${hosts[$i]}' -f '$SLURM_CONF'" ||
     { cat "$dir/slurmd-${hosts[$i]}.log"; exit 1; }
 done
-stop() {
-  pkill -F "$dir/slurmctld.pid" 2>/dev/null || true
-  for address in "${hosts[@]}"; do pkill -F "$dir/slurmd-$address.pid" 2>/dev/null || true; done
-}
-# RLX_SLURM_KEEP=DIR keeps the daemons' configuration and logs there.
-trap 'stop; [[ -n ${RLX_SLURM_KEEP:-} ]] && cp -r "$dir" "$RLX_SLURM_KEEP" 2>/dev/null' EXIT
 for _ in $(seq 100); do
   idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)
   ((idle == ${#hosts[@]})) && break

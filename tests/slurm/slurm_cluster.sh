@@ -85,8 +85,9 @@ PartitionName=rlx Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=
 CONF
 export SLURM_CONF=$dir/slurm.conf
 stop
-slurmctld -i -f "$SLURM_CONF" || skip "slurmctld did not start: $(tail -n 5 "$dir/slurmctld.log" 2>/dev/null)"
-slurmd -f "$SLURM_CONF" || skip "slurmd did not start: $(tail -n 5 "$dir/slurmd.log" 2>/dev/null)"
+# A daemon that fails to start takes the other down with it: nothing outlives a skip.
+slurmctld -i -f "$SLURM_CONF" || { stop; skip "slurmctld did not start: $(tail -n 5 "$dir/slurmctld.log" 2>/dev/null)"; }
+slurmd -f "$SLURM_CONF" || { stop; skip "slurmd did not start: $(tail -n 5 "$dir/slurmd.log" 2>/dev/null)"; }
 for _ in $(seq 100); do
   state=$(sinfo -h -N -o '%t' 2>/dev/null | head -1 || true)
   if [[ $state == idle ]]; then
