@@ -5,7 +5,7 @@
 #include <rlx/rlx.h>
 
 int main() {
-  auto group = rlx::init();  // rlxrun/mpirun's group, or a group of one
+  auto group = rlx::init();  // the launcher's group, or a group of one
   std::vector<float> grad(1024, float(group->rank() + 1));
   group->broadcast(std::span(grad), /*root=*/0);  // every rank starts from rank 0's
   group->all_sum(std::span(grad));                // in place, across every rank

@@ -19,70 +19,34 @@ read -r -a hosts <<<"$RLX_CLUSTER_HOSTS"
 read -r -a namespaces <<<"$RLX_CLUSTER_NAMESPACES"
 root_address=${RLX_CLUSTER_SUBNET%.0/24}.1
 dir=$RLX_CLUSTER_DIR/slurm
-mkdir -p "$dir/state"
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
-}
-node_names=$(IFS=,; echo "${hosts[*]}")
+source "$(dirname "$0")/slurm_common.sh"
 # Slurm's PMIx plugin keeps per-step files under TmpFS, named by job and
 # step only: two slurmds sharing one /tmp collide. Each host gets its own,
 # bind-mounted at this path in a mount namespace of its slurmd.
 tmpfs=/var/tmp/rlx-slurm-tmpfs
 mkdir -p "$tmpfs"
-{
-  echo "ClusterName=rlxhosts"
-  echo "SlurmctldHost=$(hostname -s)($root_address)"
-  echo "SlurmctldPort=$(free_port)"
-  echo "SlurmdPort=$(free_port)"
-  echo "AuthType=auth/none"
-  echo "CredType=cred/none"
-  echo "SlurmUser=root"
-  echo "SlurmdUser=root"
-  echo "StateSaveLocation=$dir/state"
-  echo "SlurmdSpoolDir=$dir/spool-%n"
-  echo "SlurmctldPidFile=$dir/slurmctld.pid"
-  echo "SlurmdPidFile=$dir/slurmd-%n.pid"
-  echo "SlurmctldLogFile=$dir/slurmctld.log"
-  echo "SlurmdLogFile=$dir/slurmd-%n.log"
-  echo "ProctrackType=proctrack/pgid"
-  echo "TaskPlugin=task/none"
-  echo "SelectType=select/cons_tres"
-  echo "SelectTypeParameters=CR_CPU"
-  echo "SlurmdParameters=config_overrides"
-  echo "MpiDefault=pmix"
-  echo "ReturnToService=2"
-  echo "JobAcctGatherType=jobacct_gather/none"
-  echo "AccountingStorageType=accounting_storage/none"
-  echo "KillWait=2"
-  echo "TmpFS=$tmpfs"
-  for address in "${hosts[@]}"; do
-    echo "NodeName=$address NodeAddr=$address CPUs=4 State=UNKNOWN"
-  done
-  echo "PartitionName=rlx Nodes=$node_names Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES"
-} >"$dir/slurm.conf"
+nodes=()
+for address in "${hosts[@]}"; do nodes+=("$address=$address"); done
+write_slurm_conf "$dir" "$root_address" "$tmpfs" "${nodes[@]}"
 export SLURM_CONF=$dir/slurm.conf
 
-stop() {
-  pkill -F "$dir/slurmctld.pid" 2>/dev/null || true
-  for address in "${hosts[@]}"; do pkill -F "$dir/slurmd-$address.pid" 2>/dev/null || true; done
-}
 # RLX_SLURM_KEEP=DIR keeps the daemons' configuration and logs there.
-trap 'stop; [[ -n ${RLX_SLURM_KEEP:-} ]] && cp -r "$dir" "$RLX_SLURM_KEEP" 2>/dev/null' EXIT
+trap 'stop_slurm_daemons "$dir"; [[ -n ${RLX_SLURM_KEEP:-} ]] && cp -r "$dir" "$RLX_SLURM_KEEP" 2>/dev/null' EXIT
 slurmctld -i -f "$SLURM_CONF" || { cat "$dir/slurmctld.log"; exit 1; }
 # nsenter, not `ip netns exec`: that one mounts a fresh /sys without the
 # cgroup file system slurmd needs.
 for i in "${!hosts[@]}"; do
-  mkdir -p "$dir/spool-${hosts[$i]}" "$dir/tmp-${hosts[$i]}"
+  mkdir -p "$dir/tmp-${hosts[$i]}"
   nsenter --net="/run/netns/${namespaces[$i]}" unshare --mount --propagation private \
     sh -c "mount --bind '$dir/tmp-${hosts[$i]}' '$tmpfs' &&
            exec slurmd -N '${hosts[$i]}' -f '$SLURM_CONF'" ||
     { cat "$dir/slurmd-${hosts[$i]}.log"; exit 1; }
 done
-for _ in $(seq 100); do
-  idle=$(sinfo -h -N -t idle -o '%N' 2>/dev/null | wc -l)
-  ((idle == ${#hosts[@]})) && break
-  sleep 0.2
-done
+wait_for_idle_nodes "${#hosts[@]}" || {
+  echo "slurm_across_hosts: the nodes did not become idle within 20 s" >&2
+  sinfo -N
+  exit 1
+}
 sinfo -N
 
 failures=0
