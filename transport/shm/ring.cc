@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <stdexcept>
@@ -60,6 +61,8 @@ MessageRing::MessageRing(Control* control, std::byte* data, std::size_t capacity
 
 MessageRing MessageRing::create(std::byte* memory, std::size_t capacity) {
   static_assert(sizeof(Control) <= kControlBytes);
+  static_assert(offsetof(Control, written) == kWrittenOffset);
+  static_assert(offsetof(Control, read) == kReadOffset);
   if (capacity < 64 || !std::has_single_bit(capacity)) {
     throw std::invalid_argument("a ring's capacity must be a power of two of at least 64");
   }
@@ -75,36 +78,53 @@ MessageRing MessageRing::attach(std::byte* memory, std::size_t capacity) {
   return MessageRing(control, memory + kControlBytes, capacity);
 }
 
-std::uint64_t MessageRing::free_space(std::uint64_t written, std::size_t wanted) {
-  std::uint64_t free = capacity_ - (written - cached_read_);
-  if (free < wanted) {
+void MessageRing::fail_corrupt(RingWait& wait, std::uint64_t written, std::uint64_t read) const {
+  throw CollectiveError(ErrorKind::protocol_violation, wait.site(),
+                        "the shared-memory channel's counters are corrupt (written " +
+                            std::to_string(written) + ", read " + std::to_string(read) +
+                            ", ring of " + format_bytes(capacity_) + ")",
+                        "does anything besides this job's ranks write to /dev/shm/rlx-*?");
+}
+
+std::uint64_t MessageRing::free_space(std::uint64_t written, std::size_t wanted, RingWait& wait) {
+  // Both counters only grow and stay within a ring of each other: anything
+  // else (shared memory written by a stranger) would send copies past the ring.
+  const auto sane = [&] { return cached_read_ <= written && written - cached_read_ <= capacity_; };
+  if (!sane() || capacity_ - (written - cached_read_) < wanted) {
     cached_read_ = control_->read.load(std::memory_order_acquire);
-    free = capacity_ - (written - cached_read_);
+    if (!sane()) fail_corrupt(wait, written, cached_read_);
   }
-  return free;
+  return capacity_ - (written - cached_read_);
+}
+
+std::uint64_t MessageRing::readable(RingWait& wait) const {
+  const std::uint64_t written = control_->written.load(std::memory_order_acquire);
+  if (written < read_ || written - read_ > capacity_) fail_corrupt(wait, written, read_);
+  return written - read_;
 }
 
 bool MessageRing::wait_for_space(std::uint64_t written, std::size_t bytes, RingWait& wait) {
-  const auto has_space = [&] { return free_space(written, bytes) >= bytes; };
+  const auto has_space = [&] { return free_space(written, bytes, wait) >= bytes; };
   if (has_space()) return true;
   const auto stalled = [&] {
     control_->stalled.store(1, std::memory_order_seq_cst);
     wait.before_sleep();
   };
-  return wait_until(
-             *wait.own, [&] { return wait.stop() || has_space(); }, wait.until(), wait.policy,
-             stalled) &&
-         !wait.stop() && has_space();
+  // Space that is there wins over a stop: a wait ends with what it waited for
+  // whenever it can.
+  wait_until(
+      *wait.own, [&] { return wait.stop() || has_space(); }, wait.until(), wait.policy, stalled);
+  return has_space();
 }
 
 bool MessageRing::wait_for_data(std::size_t bytes, RingWait& wait) {
-  const auto has_data = [&] {
-    return control_->written.load(std::memory_order_acquire) - read_ >= bytes;
-  };
+  const auto has_data = [&] { return readable(wait) >= bytes; };
   if (has_data()) return true;
-  return wait_until(
-             *wait.own, [&] { return wait.stop() || has_data(); }, wait.until(), wait.policy) &&
-         !wait.stop() && has_data();
+  // Data that is there wins over a stop: a peer that closed after its last
+  // message still has that message read.
+  wait_until(
+      *wait.own, [&] { return wait.stop() || has_data(); }, wait.until(), wait.policy);
+  return has_data();
 }
 
 void MessageRing::copy_in(std::uint64_t at, const std::byte* from, std::size_t bytes) {
@@ -136,7 +156,7 @@ bool MessageRing::stream_in(const std::byte* from, std::size_t bytes, RingWait& 
   const std::size_t total = padded(bytes);
   for (std::size_t sent = 0; sent < total;) {
     if (!wait_for_space(written, 8, wait)) return false;
-    const std::uint64_t free = free_space(written, total - sent);
+    const std::uint64_t free = free_space(written, total - sent, wait);
     const std::size_t piece = std::min<std::size_t>(free & ~std::uint64_t{7}, total - sent);
     const std::size_t real = std::min(piece, bytes > sent ? bytes - sent : 0);
     if (real > 0) copy_in(written, from + sent, real);
@@ -151,7 +171,7 @@ bool MessageRing::stream_out(std::byte* to, std::size_t bytes, RingWait& wait) {
   const std::size_t total = padded(bytes);
   for (std::size_t got = 0; got < total;) {
     if (!wait_for_data(8, wait)) return false;
-    const std::uint64_t available = control_->written.load(std::memory_order_acquire) - read_;
+    const std::uint64_t available = readable(wait);
     const std::size_t piece = std::min<std::size_t>(available, total - got);
     const std::size_t real = std::min(piece, bytes > got ? bytes - got : 0);
     if (real > 0) copy_out(read_, to + got, real);
@@ -167,7 +187,7 @@ bool MessageRing::send(Tag tag, std::span<const std::byte> payload, RingWait& wa
   const auto* header_bytes = reinterpret_cast<const std::byte*>(&header);
   const std::uint64_t written = control_->written.load(std::memory_order_relaxed);
   const std::size_t total = kHeaderBytes + padded(payload.size());
-  if (total <= capacity_ && free_space(written, total) >= total) {
+  if (total <= capacity_ && free_space(written, total, wait) >= total) {
     // It all fits now: one copy, one publish.
     copy_in(written, header_bytes, kHeaderBytes);
     if (!payload.empty()) copy_in(written + kHeaderBytes, payload.data(), payload.size());

@@ -41,7 +41,7 @@ struct RingWait {
   // Producer only: called before the producer sleeps for want of space (the
   // receiver is not reading: its transport can drain the ring for it).
   std::function<void()> before_sleep = [] {};
-  // Consumer only: where a corrupt header is reported (built only then).
+  // Where corrupt counters or headers are reported (built only then).
   std::function<ErrorSite()> site = [] { return ErrorSite{}; };
 
   Deadline until() {
@@ -68,6 +68,11 @@ std::optional<std::string> ring_header_problem(const RingHeader& header);
 
 class MessageRing {
  public:
+  // Where the producer's and the consumer's counters (bytes published and
+  // consumed, ever) lie in a ring's shared bytes, for tests that corrupt them.
+  static constexpr std::size_t kWrittenOffset = 64;
+  static constexpr std::size_t kReadOffset = 128;
+
   // Shared bytes a ring of `capacity` data bytes occupies (control + data).
   // `capacity` must be a power of two of at least 64.
   static std::size_t footprint(std::size_t capacity);
@@ -79,16 +84,19 @@ class MessageRing {
   static MessageRing attach(std::byte* memory, std::size_t capacity);
 
   // Producer. Copies the header and `payload` in; false when the wait ended
-  // first (deadline or stop).
+  // first (deadline or stop). Throws CollectiveError (protocol_violation, at
+  // wait.site()) when the ring's counters are corrupt: nothing is copied
+  // outside the ring whatever shared memory holds.
   bool send(Tag tag, std::span<const std::byte> payload, RingWait& wait);
   // Producer: true once it waited for space and nobody has drained since.
   bool producer_stalled() const;
 
   // Consumer. True when a message's header can be read now.
   bool has_message() const;
-  // Waits for and takes the next header. nullopt when the wait ended first;
-  // throws CollectiveError (protocol_violation, at wait.site()) when the
-  // header is corrupt.
+  // Waits for and takes the next header. nullopt when the wait ended first
+  // with nothing to read (a message already there is taken even when
+  // wait.stop() holds); throws CollectiveError (protocol_violation, at
+  // wait.site()) when the header or the counters are corrupt.
   std::optional<RingHeader> take_header(RingWait& wait);
   // Copies the payload of the header just taken into `into` (its length) and
   // frees both; false when the wait ended first.
@@ -109,7 +117,10 @@ class MessageRing {
   bool wait_for_data(std::size_t bytes, RingWait& wait);
   // Producer: free bytes past `written`, from the consumer's position as last
   // read (read again only when that is not enough: it is the consumer's line).
-  std::uint64_t free_space(std::uint64_t written, std::size_t wanted);
+  std::uint64_t free_space(std::uint64_t written, std::size_t wanted, RingWait& wait);
+  // Consumer: bytes published past read_.
+  std::uint64_t readable(RingWait& wait) const;
+  [[noreturn]] void fail_corrupt(RingWait& wait, std::uint64_t written, std::uint64_t read) const;
   void copy_in(std::uint64_t at, const std::byte* from, std::size_t bytes);
   void copy_out(std::uint64_t at, std::byte* to, std::size_t bytes) const;
   void publish(std::uint64_t written, RingWait& wait);

@@ -1,6 +1,8 @@
 #include "transport/shm/ring.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -179,6 +181,47 @@ TEST(MessageRing, ACorruptHeaderIsAProtocolViolation) {
   } catch (const CollectiveError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::protocol_violation);
     EXPECT_NE(std::string(e.what()).find("check word"), std::string::npos) << e.what();
+  }
+}
+
+// A counter moved by someone else (another process of this user writing the
+// segment) must not send a copy past the ring: both sides check them.
+TEST(MessageRing, CorruptCountersAreAProtocolViolationAndNothingOutsideIsWritten) {
+  for (const std::size_t offset : {MessageRing::kReadOffset, MessageRing::kWrittenOffset}) {
+    for (const std::uint64_t moved : {std::uint64_t{1} << 40, std::uint64_t{kCapacity + 8}}) {
+      const std::size_t footprint = MessageRing::footprint(kCapacity);
+      SharedMemory memory(footprint + 4096);
+      std::memset(memory.data() + footprint, 0x5a, 4096);  // a guard after the ring
+      MessageRing producer = MessageRing::create(memory.data(), kCapacity);
+      MessageRing consumer = MessageRing::attach(memory.data(), kCapacity);
+      RingWait send = producer_wait(memory, Clock::now() + 1s);
+      send.site = [] { return ErrorSite{.operation = "send_bytes"}; };
+      ASSERT_TRUE(producer.send(1, pattern(24, 0), send));
+      auto& counter = *reinterpret_cast<std::atomic<std::uint64_t>*>(memory.data() + offset);
+      counter.fetch_add(moved);
+      const auto expect_violation = [&](auto&& call) {
+        try {
+          call();
+          ADD_FAILURE() << "corrupt counters were accepted (offset " << offset << ")";
+        } catch (const CollectiveError& e) {
+          EXPECT_EQ(e.kind(), ErrorKind::protocol_violation) << e.what();
+          EXPECT_NE(std::string(e.what()).find("counters are corrupt"), std::string::npos)
+              << e.what();
+        }
+      };
+      if (offset == MessageRing::kReadOffset) {  // the producer reads it
+        expect_violation([&] { producer.send(2, pattern(4 * kCapacity, 1), send); });
+      } else {  // the consumer reads it
+        RingWait take = consumer_wait(memory, Clock::now() + 1s);
+        expect_violation([&] {
+          receive(consumer, take);
+          receive(consumer, take);
+        });
+      }
+      for (std::size_t i = 0; i < 4096; ++i) {
+        ASSERT_EQ(memory.data()[footprint + i], std::byte{0x5a}) << "written past the ring";
+      }
+    }
   }
 }
 
