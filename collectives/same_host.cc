@@ -171,6 +171,9 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
     local_ = std::make_unique<Local>(shm::Node(shape, local_rank, final_group, std::move(segments)),
                                      env, mailbox, latch, hooks_, spin_policy(env.ranks_here()));
     local_->node.unlink_own();
+    for (const int peer : final_group) {
+      if (peer != rank) mailbox.end_reported_by_own_channel(peer);
+    }
     shm::Doorbell* bell = &local_->node.control(local_rank).bell;
     latch.set_waker([bell] { bell->wake(); });
     latch_ = &latch;
@@ -204,7 +207,11 @@ void SameHost::log_paths(const std::vector<HostRecord>& records) const {
 }
 
 SameHost::~SameHost() {
-  if (latch_ != nullptr) latch_->set_waker({});
+  if (latch_ == nullptr) return;
+  latch_->set_waker({});
+  // A rank that failed has told its peers why over the network; a clean
+  // close is announced here, where peers waiting on this rank look.
+  if (!latch_->tripped()) local_->node.announce_close();
 }
 
 const std::vector<int>& SameHost::group_of(int rank) const {

@@ -36,10 +36,21 @@ void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall
   if (ready()) return;
   shm::Doorbell& bell = node_.control(local_rank()).bell;
   const bool arrived = shm::wait_until(
-      bell, [&] { return ready() || latch_.tripped(); }, Clock::now() + timeout_, policy_);
+      bell, [&] { return ready() || latch_.tripped() || node_.has_closed(peer); },
+      Clock::now() + timeout_, policy_);
   if (latch_.tripped()) latch_.rethrow_if_tripped(hooks_.site(call.describe(), -1, {}));
-  if (arrived) return;
+  // A peer that closed after its part of this call is no loss: ready() wins.
+  if (arrived && ready()) return;
   const int rank = node_.world_rank(peer);
+  if (node_.has_closed(peer)) {
+    fail_with(CollectiveError(
+        ErrorKind::peer_lost, site_of(call, peer),
+        "rank " + std::to_string(rank) +
+            " (same host, shared memory) has shut down its transport "
+            "before it " +
+            std::string(what),
+        "did rank " + std::to_string(rank) + " close its group or return from main early?"));
+  }
   fail_with(CollectiveError(
       ErrorKind::timeout, site_of(call, peer),
       "rank " + std::to_string(rank) + " (same host, shared memory) has not " + std::string(what) +

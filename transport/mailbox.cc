@@ -68,11 +68,16 @@ void Mailbox::fail(int peer, std::exception_ptr error) {
     std::lock_guard lock(mutex_);
     if (peer < 0) {
       if (!global_failure_) global_failure_ = std::move(error);
-    } else if (!peer_failures_.contains(peer)) {
+    } else if (!peer_failures_.contains(peer) && !own_channel_peers_.contains(peer)) {
       peer_failures_[peer] = std::move(error);
     }
   }
   arrived_.notify_all();
+}
+
+void Mailbox::end_reported_by_own_channel(int peer) {
+  std::lock_guard lock(mutex_);
+  own_channel_peers_.insert(peer);
 }
 
 std::size_t Mailbox::held_bytes() const {

@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -50,6 +51,10 @@ class Mailbox {
   // `error` once the messages already queued from it are taken. A failure of
   // everyone (the transport's own) wins over a peer's.
   void fail(int peer, std::exception_ptr error);
+  // Messages from `peer` come through a channel that reports the peer's end
+  // itself, after reading its last message (shared memory): fail(peer, ...)
+  // from the network, whose close may overtake them, is ignored for it.
+  void end_reported_by_own_channel(int peer);
 
   std::size_t held_bytes() const;
   std::size_t byte_cap() const { return byte_cap_; }
@@ -64,6 +69,7 @@ class Mailbox {
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
   std::map<std::pair<int, Tag>, int> waiting_;  // receivers inside take()
   std::map<int, std::exception_ptr> peer_failures_;
+  std::set<int> own_channel_peers_;
   std::exception_ptr global_failure_;
   std::size_t held_bytes_ = 0;
 };

@@ -26,6 +26,11 @@
 //                                 helper kills it 10 s later; the others exit 3 once
 //                                 they report the timeout naming it (a failure for rlxrun)
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
+//   fault_program send_then_close (2 ranks) rank 1 sends messages of 4 B to
+//                                 1 MiB and returns from main at once; rank 0
+//                                 receives them only after rank 1 has closed
+//   fault_program clean_exit      the last rank returns from main (closing its
+//                                 group cleanly) while the others run all_sums
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
 //                                 or until RLX_STEADY_STOP_FILE exists (strangers
 //                                 attack meanwhile), then the peak RSS
@@ -198,6 +203,59 @@ bool steady(rlx::Transport& group) {
   }
 }
 
+// The sizes send_then_close sends, smallest to one four times the
+// shared-memory ring (which the receiver's drain thread then holds).
+constexpr std::size_t kSendThenCloseSizes[] = {4, 4096, 200 << 10, 1 << 20};
+
+std::vector<std::byte> numbered_message(std::size_t bytes, std::size_t seed) {
+  std::vector<std::byte> message(bytes);
+  for (std::size_t i = 0; i < bytes; ++i)
+    message[i] = static_cast<std::byte>((i + seed) * 131 % 251);
+  return message;
+}
+
+// Every message a rank sent before it closed is delivered: rank 1's sends
+// return and it closes its group at once; rank 0 waits until it hears the
+// close, then receives every message whole.
+bool send_then_close(rlx::Transport& group) {
+  if (group.rank() == 1) {
+    for (std::size_t i = 0; i < std::size(kSendThenCloseSizes); ++i) {
+      group.send_bytes(0, static_cast<rlx::Tag>(i % 2),
+                       numbered_message(kSendThenCloseSizes[i], i));
+    }
+    std::printf("RESULT kind=none ms=0\n");
+    return true;  // main returns: the group closes
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 has closed by now
+  for (std::size_t i = 0; i < std::size(kSendThenCloseSizes); ++i) {
+    const auto got = group.recv_bytes(1, static_cast<rlx::Tag>(i % 2));
+    if (got != numbered_message(kSendThenCloseSizes[i], i)) {
+      std::printf("FAILED: message %zu arrived as %zu bytes, not the %zu sent\n", i, got.size(),
+                  kSendThenCloseSizes[i]);
+      return false;
+    }
+  }
+  // Nothing more comes: the next receive says so at once, naming rank 1.
+  return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 0); },
+                      {"rank 1 has shut down its transport"});
+}
+
+// The last rank leaves cleanly mid-loop; the others learn it at once.
+bool clean_exit(rlx::Transport& group) {
+  const int last = group.world_size() - 1;
+  std::vector<float> data(1 << 16, 1.0f);
+  if (group.rank() == last) {
+    for (int i = 0; i < 5; ++i) group.all_sum(std::span(data));
+    std::printf("RESULT kind=none ms=0\n");
+    return true;
+  }
+  return expect_error(rlx::ErrorKind::peer_lost,
+                      [&] {
+                        for (;;) group.all_sum(std::span(data));
+                      },
+                      {"rank " + std::to_string(last)});
+}
+
 }  // namespace
 
 // A rank still setting up its transport when the others already failed
@@ -341,6 +399,10 @@ int main(int argc, char** argv) {
     // barrier's own deadline on both sides.
     if (rank != 0) std::this_thread::sleep_for(group->timeout() * 3 / 2);
     group->barrier();
+  } else if (mode == "send_then_close") {
+    ok = send_then_close(*group);
+  } else if (mode == "clean_exit") {
+    ok = clean_exit(*group);
   } else if (mode == "steady") {
     ok = steady(*group);
   } else {

@@ -83,6 +83,28 @@ TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
   }
 }
 
+// A send that returned is delivered, even when its sender closes its group
+// right after (over shared memory the close used to overtake the ring).
+TEST(Faults, MessagesSentBeforeAPeerClosesAreAllDelivered) {
+  for (int run = 0; run < 3; ++run) {
+    const JobOutcome job = run_fault_mode("send_then_close", 2, {"RLX_TIMEOUT_S=30"});
+    for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    EXPECT_LT(reported_ms(job.ranks[0].out), 5000) << describe(job);
+  }
+}
+
+// A rank that returns from main mid-job (closing its group cleanly) is a
+// lost peer to the others at once, not a timeout at RLX_TIMEOUT_S.
+TEST(Faults, ARankThatExitsCleanlyMidJobIsNamedAtOnce) {
+  const JobOutcome job = run_fault_mode("clean_exit", 3, {"RLX_TIMEOUT_S=60"});
+  for (std::size_t r = 0; r < job.ranks.size(); ++r) {
+    EXPECT_TRUE(job.ranks[r].exited_ok()) << describe(job);
+    if (r < 2) {
+      EXPECT_LT(reported_ms(job.ranks[r].out), 5000) << describe(job);
+    }
+  }
+}
+
 // A rank frozen by SIGSTOP: every survivor times out naming it (its progress
 // thread no longer answers pings), not the healthy neighbour it waited for.
 TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {

@@ -73,4 +73,13 @@ std::byte* Node::staging(int local, std::uint64_t ticket) const {
 
 void Node::unlink_own() { segments_[static_cast<std::size_t>(local_rank_)].unlink(); }
 
+void Node::announce_close() const {
+  control(local_rank_).closed.store(1, std::memory_order_seq_cst);
+  for (int local = 0; local < local_size(); ++local) {
+    if (local == local_rank_) continue;
+    control(local).bell.wake();
+    control(local).drain_bell.wake();
+  }
+}
+
 }  // namespace rlx::shm

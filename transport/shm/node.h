@@ -59,6 +59,11 @@ struct RankControl {
     std::atomic<std::uint64_t> tickets{0};
   };
   Counter progressed[3];
+  // Set once, by the owner, when it shuts its transport down cleanly: after
+  // its last message and its last collective step, so a peer that sees it
+  // and still finds nothing to read knows nothing more will come. A rank
+  // that dies never sets it; its network connection's end reports that.
+  alignas(64) std::atomic<std::uint32_t> closed{0};
 
   std::atomic<std::uint64_t>& progress(Progress p) {
     return progressed[static_cast<int>(p)].tickets;
@@ -106,6 +111,14 @@ class Node {
 
   // Removes this rank's segment's name (once every peer mapped it).
   void unlink_own();
+
+  // Tells the host's ranks that this one has shut down cleanly (see
+  // RankControl::closed) and wakes every thread of theirs that sleeps.
+  void announce_close() const;
+  // True once local rank `local` announced its close.
+  bool has_closed(int local) const {
+    return control(local).closed.load(std::memory_order_acquire) != 0;
+  }
 
  private:
   std::byte* base(int local) const { return segments_[static_cast<std::size_t>(local)].data(); }

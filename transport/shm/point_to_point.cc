@@ -66,8 +66,16 @@ RingWait PointToPoint::wait_for(int local) const {
           .other = &node_.control(local).bell,
           .policy = policy_,
           .timeout = timeout_,
-          .stop = [this] { return latch_.tripped(); },
+          .stop = [this, local] { return latch_.tripped() || node_.has_closed(local); },
           .before_sleep = [&peer_drain] { peer_drain.wake(); }};
+}
+
+CollectiveError PointToPoint::closed_error(const ErrorSite& site, int peer,
+                                           std::string_view what) const {
+  return CollectiveError(
+      ErrorKind::peer_lost, site,
+      "rank " + std::to_string(peer) + " has shut down its transport" + std::string(what),
+      "did rank " + std::to_string(peer) + " close its group or return from main early?");
 }
 
 void PointToPoint::fail_hard(CollectiveError error) {
@@ -81,14 +89,34 @@ void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
   Outbound& out = *outbound_[static_cast<std::size_t>(local)];
   std::lock_guard lock(out.producer);
   latch_.rethrow_if_tripped();
+  const auto site = [&] {
+    return hooks_.site("send_bytes", to, describe_message(tag, payload.size()));
+  };
+  // A receiver that closed reads nothing more: the message would be lost.
+  if (node_.has_closed(local)) throw closed_error(site(), to, ": nothing sent now can reach it");
   RingWait wait = wait_for(local);
-  if (out.ring.send(tag, payload, wait)) return;
-  latch_.rethrow_if_tripped(hooks_.site("send_bytes", to, describe_message(tag, payload.size())));
+  wait.site = site;
+  if (guarded([&] { return out.ring.send(tag, payload, wait); })) return;
+  latch_.rethrow_if_tripped(site());
+  if (node_.has_closed(local)) {
+    throw closed_error(site(), to, " while this message waited for room in its channel");
+  }
   fail_hard(CollectiveError(
-      ErrorKind::timeout, hooks_.site("send_bytes", to, describe_message(tag, payload.size())),
+      ErrorKind::timeout, site(),
       "rank " + std::to_string(to) + " read nothing from its shared-memory channel within " +
           std::to_string(timeout_.count()) + " ms (ring full)",
       "is rank " + std::to_string(to) + " alive? A stopped process neither reads nor drains"));
+}
+
+template <class Step>
+auto PointToPoint::guarded(Step&& step) -> decltype(step()) {
+  try {
+    return step();
+  } catch (const CollectiveError& error) {
+    // Corrupt shared memory: the channel cannot be trusted again.
+    if (error.kind() != ErrorKind::protocol_violation) throw;
+    fail_hard(error);
+  }
 }
 
 std::vector<std::byte> PointToPoint::take_payload(int local, Inbound& in, const RingHeader& header,
@@ -110,14 +138,14 @@ std::vector<std::byte> PointToPoint::take_payload(int local, Inbound& in, const 
 
 void PointToPoint::read_payload(int local, Inbound& in, const RingHeader& header, RingWait& wait,
                                 std::string_view operation, std::span<std::byte> into) {
-  if (in.ring.take_payload(into, wait)) return;
+  if (guarded([&] { return in.ring.take_payload(into, wait); })) return;
   const int from = node_.world_rank(local);
-  latch_.rethrow_if_tripped(
-      hooks_.site(operation, from, describe_message(header.tag, header.length)));
-  fail_hard(CollectiveError(
-      ErrorKind::timeout, hooks_.site(operation, from, describe_message(header.tag, header.length)),
-      "rank " + std::to_string(from) + " stopped in the middle of a message",
-      "is rank " + std::to_string(from) + " alive?"));
+  const ErrorSite site = hooks_.site(operation, from, describe_message(header.tag, header.length));
+  latch_.rethrow_if_tripped(site);
+  if (node_.has_closed(local)) fail_hard(closed_error(site, from, " in the middle of a message"));
+  fail_hard(CollectiveError(ErrorKind::timeout, site,
+                            "rank " + std::to_string(from) + " stopped in the middle of a message",
+                            "is rank " + std::to_string(from) + " alive?"));
 }
 
 std::optional<std::vector<std::byte>> PointToPoint::take_parked(Inbound& in, int from, Tag tag,
@@ -196,8 +224,16 @@ PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
   // failure it recorded is the answer.
   latch_.rethrow_if_tripped(wait.site());
   for (;;) {
-    const auto header = in.ring.take_header(wait);
-    if (!header) throw timed_out();
+    const auto header = guarded([&] { return in.ring.take_header(wait); });
+    if (!header) {
+      // Only once its ring is read to the end: what it sent before it closed
+      // is delivered.
+      if (!latch_.tripped() && node_.has_closed(local)) {
+        throw closed_error(wait.site(), from,
+                           " and sent no message with tag " + std::to_string(tag) + " before");
+      }
+      throw timed_out();
+    }
     if (header->tag != tag) {
       park_next(local, in, *header, wait, "recv_bytes");
       continue;
@@ -221,7 +257,7 @@ void PointToPoint::drain(int local, Inbound& in) {
   RingWait wait = wait_for(local);
   wait.site = [this, from] { return hooks_.site("receive", from, {}); };
   while (!stopping_.load(std::memory_order_relaxed) && in.ring.has_message() && !latch_.tripped()) {
-    const auto header = in.ring.take_header(wait);
+    const auto header = guarded([&] { return in.ring.take_header(wait); });
     if (!header) return;
     park_next(local, in, *header, wait, "receive");
   }

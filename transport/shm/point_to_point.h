@@ -92,6 +92,12 @@ class PointToPoint {
   // (one a receiver waits for in the Mailbox always does).
   bool fits_under_cap(int from, const RingHeader& header) const;
   [[noreturn]] void fail_hard(CollectiveError error);
+  // The error of a call that needed local peer `peer` (a job rank) after it
+  // shut down cleanly; `what` ends the sentence.
+  CollectiveError closed_error(const ErrorSite& site, int peer, std::string_view what) const;
+  // Runs a ring operation; corrupt shared memory fails the transport.
+  template <class Step>
+  auto guarded(Step&& step) -> decltype(step());
 
   const Node& node_;
   Mailbox& mailbox_;
