@@ -41,6 +41,12 @@ CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype
   return {kind, op, dtype, count, sequence_++};
 }
 
+void LinksTransport::check_on_host(const CollectiveCall& call) {
+  if (route() != Route::network && same_host_->group_of(rank()).size() > 1) {
+    same_host_->collectives().check_call(call);
+  }
+}
+
 void LinksTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   if (same_host_ && same_host_->shares_memory_with(to)) {
     return same_host_->point_to_point().send(to, tag, payload);
@@ -82,6 +88,7 @@ void LinksTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
       next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count);
   if (route() == Route::shared_memory)
     return same_host_->collectives().all_gather(call, input, output);
+  check_on_host(call);
   rlx::all_gather(links(), call, input, output);
 }
 
@@ -91,6 +98,7 @@ void LinksTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan outpu
   if (route() == Route::shared_memory) {
     return same_host_->collectives().reduce_scatter(call, input, output);
   }
+  check_on_host(call);
   rlx::reduce_scatter(links(), call, input, output);
 }
 
@@ -100,6 +108,7 @@ void LinksTransport::do_broadcast(ElementSpan data, int root) {
   if (route() == Route::shared_memory) {
     return same_host_->collectives().broadcast(call, data, root);
   }
+  check_on_host(call);
   rlx::broadcast(links(), call, data);
 }
 
@@ -109,6 +118,7 @@ void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
   if (route() == Route::shared_memory) {
     return same_host_->collectives().all_to_all(call, input, output);
   }
+  check_on_host(call);
   rlx::all_to_all(links(), call, input, output);
 }
 
@@ -116,6 +126,7 @@ void LinksTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
   CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
   call.root = root;
   if (route() == Route::shared_memory) return same_host_->collectives().reduce(call, data);
+  check_on_host(call);
   rlx::reduce_binomial(links(), call, data);
 }
 
@@ -125,6 +136,7 @@ void LinksTransport::do_gather(ConstElementSpan input, ElementSpan output, int r
   if (route() == Route::shared_memory) {
     return same_host_->collectives().gather(call, input, output);
   }
+  check_on_host(call);
   rlx::gather_direct(links(), call, input, output);
 }
 
@@ -132,9 +144,11 @@ void LinksTransport::do_scatter(ConstElementSpan input, ElementSpan output, int 
   CollectiveCall call =
       next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
   call.root = root;
-  if (route() == Route::shared_memory &&
-      same_host_->collectives().scatter_inline(call, input, output)) {
-    return;
+  if (route() == Route::shared_memory) {
+    // It checks the calls whether or not the input fits inline.
+    if (same_host_->collectives().scatter_inline(call, input, output)) return;
+  } else {
+    check_on_host(call);
   }
   rlx::scatter_direct(links(), call, input, output);
 }
@@ -143,6 +157,7 @@ void LinksTransport::do_all_gather_v(ConstElementSpan input, ElementSpan output,
                                      std::span<const std::size_t> counts) {
   const CollectiveCall call =
       next_call(CollectiveKind::all_gather_v, ReduceOp::sum, output.dtype, output.count);
+  check_on_host(call);
   rlx::all_gather_v(links(), call, input, output, counts);
 }
 
@@ -151,6 +166,7 @@ void LinksTransport::do_all_to_all_v(ConstElementSpan input,
                                      std::span<const std::size_t> recv_counts) {
   const CollectiveCall call =
       next_call(CollectiveKind::all_to_all_v, ReduceOp::sum, input.dtype, 0);
+  check_on_host(call);
   rlx::all_to_all_v(links(), call, input, send_counts, output, recv_counts);
 }
 

@@ -55,8 +55,6 @@ class LinksTransport : public Transport {
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;
   void do_broadcast(ElementSpan data, int root) final;
   void do_all_to_all(ConstElementSpan input, ElementSpan output) final;
-  // Over the backend's links even between ranks of one host (shared-memory
-  // forms are still to come).
   void do_reduce(ElementSpan data, ReduceOp op, int root) final;
   void do_gather(ConstElementSpan input, ElementSpan output, int root) final;
   void do_scatter(ConstElementSpan input, ElementSpan output, int root) final;
@@ -72,6 +70,10 @@ class LinksTransport : public Transport {
   // only (every rank on one host), or both (hierarchical).
   enum class Route { network, shared_memory, hierarchical };
   Route route() const;
+  // Before a collective that runs over the network while this rank has host
+  // peers: posts `call` where their shared-memory collectives look, so a
+  // different call on either side is a mismatch, not a wait to the deadline.
+  void check_on_host(const CollectiveCall& call);
 
   const Tuning tuning_;
   std::uint64_t sequence_ = 0;

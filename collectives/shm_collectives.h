@@ -83,6 +83,13 @@ class ShmCollectives {
   // network algorithm (every rank decides alike: the calls are equal).
   bool scatter_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
 
+  // Only the check every call starts with: posts `call` and fails unless
+  // every rank of the host posted the same. Collectives that then run over
+  // the network call it first, so a rank in a shared-memory collective meets
+  // their different call here (a mismatch) rather than waiting out its
+  // deadline for a call that went elsewhere.
+  void check_call(const CollectiveCall& call);
+
   // The halves of all_reduce, for hierarchical collectives: afterwards block
   // local_rank() (of split {data.count, local_size()}) of `data` holds the
   // reduction of every local rank's block; then every block is every rank's.
@@ -94,7 +101,8 @@ class ShmCollectives {
   // waits for every peer's call and checks it is the same. Returns the call's
   // number, whose call lines hold everyone's inline payload.
   std::uint64_t open_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
-  // The two halves of open_call, for work that needs no peer in between.
+  // The two halves of open_call. Nothing may touch a caller's output between
+  // them: a mismatch must leave it as it was.
   std::uint64_t post_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
   void check_calls(const CollectiveCall& call, std::uint64_t number);
   bool fits_inline(std::size_t bytes) const { return bytes <= node_.shape().call_capacity(); }

@@ -31,6 +31,8 @@
 //                                 receives them only after rank 1 has closed
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
+//   fault_program mismatch_sum_vs_gather_v  rank 1 calls all_gather_v, the rest all_sum
+//   fault_program mismatch_sum_vs_all_to_all_v  rank 1 calls all_to_all_v, the rest all_sum
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
 //                                 or until RLX_STEADY_STOP_FILE exists (strangers
 //                                 attack meanwhile), then the peak RSS
@@ -304,6 +306,8 @@ int main(int argc, char** argv) {
     ok = mismatch_by_one(*group, count != nullptr ? std::strtoul(count, nullptr, 10) : 1000);
   } else if (mode == "mismatch_gather") {
     std::vector<float> gathered(data.size() * static_cast<std::size_t>(group->world_size()));
+    // Over shared memory calls are compared before any data moves.
+    const bool shared = group->path_to(rank == 0 ? 1 : 0) == "shared memory";
     ok = expect_error(rlx::ErrorKind::mismatch,
                       [&] {
                         if (rank == 0) {
@@ -313,6 +317,10 @@ int main(int argc, char** argv) {
                         }
                       },
                       {"all_gather", "all_reduce sum"});
+    if (shared && rank == 0 && gathered != std::vector<float>(gathered.size())) {
+      std::printf("FAILED: the mismatched all_gather wrote into its output\n");
+      ok = false;
+    }
   } else if (mode == "mismatch_root") {
     // A root needs nothing from the others, so over the network it may finish
     // before they find the mismatch: its next call reports it.
@@ -403,6 +411,20 @@ int main(int argc, char** argv) {
     ok = send_then_close(*group);
   } else if (mode == "clean_exit") {
     ok = clean_exit(*group);
+  } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {
+    const auto n = static_cast<std::size_t>(group->world_size());
+    std::vector<std::size_t> counts(n, 10);
+    std::vector<float> mine(10, 1.0f), all(10 * n), received(10 * n);
+    const bool gather = mode == "mismatch_sum_vs_gather_v";
+    ok = expect_error(
+        rlx::ErrorKind::mismatch,
+        [&] {
+          if (rank != 1) return group->all_sum(std::span(data));
+          if (gather)
+            return group->all_gather_v(std::span<const float>(mine), std::span(all), counts);
+          group->all_to_all_v(std::span<const float>(all), counts, std::span(received), counts);
+        },
+        {"all_reduce sum", gather ? "all_gather_v" : "all_to_all_v"});
   } else if (mode == "steady") {
     ok = steady(*group);
   } else {

@@ -53,7 +53,8 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   for (const char* mode :
        {"mismatch_dtype", "mismatch_op", "mismatch_by_one", "mismatch_gather", "mismatch_root",
         "mismatch_all_to_all", "mismatch_nonblocking", "mismatch_split", "mismatch_gather_v",
-        "mismatch_all_to_all_v", "mismatch_gather_root"}) {
+        "mismatch_all_to_all_v", "mismatch_gather_root", "mismatch_sum_vs_gather_v",
+        "mismatch_sum_vs_all_to_all_v"}) {
     const JobOutcome job = run_fault_mode(mode, 3, {"RLX_TIMEOUT_S=60"});
     for (const auto& rank : job.ranks) {
       EXPECT_TRUE(rank.exited_ok()) << mode << "\n" << describe(job);
