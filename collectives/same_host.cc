@@ -11,10 +11,11 @@
 
 namespace rlx {
 
-// What every rank tells the others at set-up (64 bytes).
+// What every rank tells the others at set-up (128 bytes).
 struct SameHost::HostRecord {
   std::uint64_t key = 0;
   std::uint64_t instance = 0;  // random; rank 0's names this run of the job's segments
+  shm::SegmentOwner owner;     // this process, as its segment's name records it
   CostModel network;           // rank 0's are the job's
   CostModel shm;
   std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
@@ -102,58 +103,83 @@ void SameHost::build_group_index() {
   }
 }
 
-SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int rank, int world_size,
-                   Mailbox& mailbox, FailureLatch& latch, Hooks hooks)
-    : rank_(rank), world_size_(world_size), hooks_(std::move(hooks)) {
-  const std::string directory = shm::kDefaultDirectory;
-  const shm::HostIdentity host = shm::this_host(directory);
-  static_assert(sizeof(HostRecord) == 112);
+namespace {
+
+const std::vector<int>& group_holding(const std::vector<std::vector<int>>& groups, int rank) {
+  for (const auto& group : groups) {
+    if (std::find(group.begin(), group.end(), rank) != group.end()) return group;
+  }
+  return groups.front();  // unreachable: every rank is in a group
+}
+
+}  // namespace
+
+std::vector<SameHost::HostRecord> SameHost::exchange_records(const launch_env::LaunchEnv& env,
+                                                             const Tuning& tuning,
+                                                             const shm::HostIdentity& host) {
+  static_assert(sizeof(HostRecord) == 128);
   HostRecord mine;
   mine.key = host.key;
   mine.network = tuning.cost;
   mine.shm = tuning.shm_cost;
   mine.instance = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  mine.owner = shm::SegmentOwner::self();
   mine.allowed = env.shm && !env.job_token.empty();
   std::strncpy(mine.name, host.name.c_str(), sizeof mine.name - 1);
-  std::vector<HostRecord> records(static_cast<std::size_t>(world_size));
+  std::vector<HostRecord> records(static_cast<std::size_t>(world_size_));
   hooks_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(records)));
-  if (!env.shm)
-    log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
+  return records;
+}
 
-  const std::uint64_t instance = records.front().instance;
-  network_cost_ = records.front().network;
-  shm_cost_ = records.front().shm;
-  std::vector<std::vector<int>> groups = candidate_groups(records);
-  const auto my_group = [&]() -> const std::vector<int>& {
-    for (const auto& group : groups) {
-      if (std::find(group.begin(), group.end(), rank) != group.end()) return group;
+std::vector<shm::SharedSegment> SameHost::map_segments(const launch_env::LaunchEnv& env,
+                                                       const std::vector<HostRecord>& records,
+                                                       std::vector<std::vector<int>>& groups,
+                                                       const shm::NodeShape& shape) {
+  const std::string directory = shm::kDefaultDirectory;
+  const std::vector<int> members = group_holding(groups, rank_);
+  // Every member's segment name, in group order.
+  std::vector<std::string> names;
+  for (const int r : members) {
+    names.push_back(shm::SharedSegment::name_for(env.job_token, records.front().instance, r,
+                                                 records[static_cast<std::size_t>(r)].owner));
+  }
+  // Whatever happens from here (a peer killed part way, say), no name of
+  // this group outlives the set-up: every rank removes them all.
+  struct RemoveNames {
+    const std::vector<std::string>& names;
+    const std::string& directory;
+    ~RemoveNames() {
+      if (names.size() < 2) return;
+      for (const auto& name : names) shm::SharedSegment::remove(directory, name);
     }
-    return groups.front();  // unreachable: every rank is in a group
+  } remove_names{names, directory};
+  const auto name_of = [&](int r) -> const std::string& {
+    return names[static_cast<std::size_t>(std::find(members.begin(), members.end(), r) -
+                                          members.begin())];
   };
+
   const ErrorSite site = hooks_.site("set up shared memory", -1, {});
-  shm::NodeShape shape{.local_size = static_cast<int>(my_group().size())};
   std::optional<shm::SharedSegment> own;
-  if (shape.local_size > 1) {
+  if (members.size() > 1) {
+    shm::remove_orphaned_segments(directory);  // what a killed start left on this host
     try {
-      own = shm::Node::create_own(
-          directory, shm::SharedSegment::name_for(env.job_token, instance, rank), shape, site);
+      own = shm::Node::create_own(directory, name_of(rank_), shape, site);
     } catch (const CollectiveError& e) {
       log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });
     }
   }
-  agree(shape.local_size == 1 || own.has_value(), groups, "create");
+  agree(members.size() == 1 || own.has_value(), groups, "create");
 
   std::vector<shm::SharedSegment> segments;
-  const std::vector<int> members = my_group();
-  if (members.size() > 1) {
+  if (members.size() > 1 && own.has_value()) {
     const Deadline deadline = Clock::now() + env.connect_timeout;
+    const auto failed = [this] { return latch_.tripped(); };
     try {
       for (const int r : members) {
-        segments.push_back(r == rank ? std::move(*own)
-                                     : shm::SharedSegment::open(
-                                           directory,
-                                           shm::SharedSegment::name_for(env.job_token, instance, r),
-                                           shape.segment_bytes(), deadline, site));
+        segments.push_back(r == rank_ ? std::move(*own)
+                                      : shm::SharedSegment::open(directory, name_of(r),
+                                                                 shape.segment_bytes(), deadline,
+                                                                 site, failed));
       }
     } catch (const CollectiveError& e) {
       log_lazily(LogLevel::warn, [&] { return std::string(e.what()); });
@@ -161,6 +187,22 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
     }
   }
   agree(members.size() <= 1 || !segments.empty(), groups, "map");
+  return segments;
+}
+
+SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int rank, int world_size,
+                   Mailbox& mailbox, FailureLatch& latch, Hooks hooks)
+    : rank_(rank), world_size_(world_size), hooks_(std::move(hooks)), latch_(latch) {
+  const shm::HostIdentity host = shm::this_host(shm::kDefaultDirectory);
+  const std::vector<HostRecord> records = exchange_records(env, tuning, host);
+  if (!env.shm)
+    log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
+  network_cost_ = records.front().network;
+  shm_cost_ = records.front().shm;
+
+  std::vector<std::vector<int>> groups = candidate_groups(records);
+  const shm::NodeShape shape{.local_size = static_cast<int>(group_holding(groups, rank).size())};
+  std::vector<shm::SharedSegment> segments = map_segments(env, records, groups, shape);
   groups_ = std::move(groups);
   build_group_index();
 
@@ -170,13 +212,11 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
         std::find(final_group.begin(), final_group.end(), rank) - final_group.begin());
     local_ = std::make_unique<Local>(shm::Node(shape, local_rank, final_group, std::move(segments)),
                                      env, mailbox, latch, hooks_, spin_policy(env.ranks_here()));
-    local_->node.unlink_own();
     for (const int peer : final_group) {
       if (peer != rank) mailbox.end_reported_by_own_channel(peer);
     }
     shm::Doorbell* bell = &local_->node.control(local_rank).bell;
     latch.set_waker([bell] { bell->wake(); });
-    latch_ = &latch;
     log_lazily(LogLevel::info, [&] {
       return "shared memory with ranks " + list_ranks(final_group) + " on host " + host.name +
              " (" + format_bytes(shape.segment_bytes()) + " per rank)";
@@ -207,11 +247,11 @@ void SameHost::log_paths(const std::vector<HostRecord>& records) const {
 }
 
 SameHost::~SameHost() {
-  if (latch_ == nullptr) return;
-  latch_->set_waker({});
+  if (!local_) return;
+  latch_.set_waker({});
   // A rank that failed has told its peers why over the network; a clean
   // close is announced here, where peers waiting on this rank look.
-  if (!latch_->tripped()) local_->node.announce_close();
+  if (!latch_.tripped()) local_->node.announce_close();
 }
 
 const std::vector<int>& SameHost::group_of(int rank) const {

@@ -28,6 +28,7 @@
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
 #include "transport/mailbox.h"
+#include "transport/shm/host_identity.h"
 #include "transport/shm/point_to_point.h"
 
 namespace rlx {
@@ -79,6 +80,16 @@ class SameHost {
  private:
   struct HostRecord;
   struct Local;
+  // Step 1: every rank's HostRecord, in rank order.
+  std::vector<HostRecord> exchange_records(const launch_env::LaunchEnv& env, const Tuning& tuning,
+                                           const shm::HostIdentity& host);
+  // Steps 2 and 3 for this rank's group of `groups` (which agree() splits
+  // where a rank failed a step): the segments of its ranks, in group order,
+  // or none. No name of the group is left in the directory afterwards.
+  std::vector<shm::SharedSegment> map_segments(const launch_env::LaunchEnv& env,
+                                               const std::vector<HostRecord>& records,
+                                               std::vector<std::vector<int>>& groups,
+                                               const shm::NodeShape& shape);
   // Which ranks could share memory, by host identity and RLX_SHM.
   std::vector<std::vector<int>> candidate_groups(const std::vector<HostRecord>& records) const;
   // Gathers every rank's `ok`; groups with a rank that is not ok split into singletons.
@@ -93,11 +104,10 @@ class SameHost {
   std::vector<std::vector<int>> groups_;
   std::vector<int> group_index_;  // [rank] -> index into groups_
   std::unique_ptr<Local> local_;
-  FailureLatch* latch_ = nullptr;
+  FailureLatch& latch_;
   CostModel network_cost_;
   CostModel shm_cost_;
-  std::map<std::size_t, std::unique_ptr<SubgroupLinks>>
-      across_hosts_;  // set once it wakes this rank's sleepers
+  std::map<std::size_t, std::unique_ptr<SubgroupLinks>> across_hosts_;
 };
 
 }  // namespace rlx

@@ -367,6 +367,9 @@ int Job::run() {
 void Job::start_ranks(const std::string& rendezvous_address,
                       std::chrono::milliseconds connect_timeout,
                       std::vector<std::array<int, 2>> copy_fds) {
+  // An earlier job (or rlxrun) killed during set-up may have left segments
+  // that no process of its own will remove.
+  shm::remove_orphaned_segments(shm::kDefaultDirectory);
   token_ = auth::fresh_token();
   const std::string& token = token_;
   // rlxrun hosts the rendezvous: it knows its own address, so there is no

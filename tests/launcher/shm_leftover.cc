@@ -17,7 +17,8 @@ int main() {
   const char* pids = std::getenv("PIDS");
   const char* world = std::getenv("RLX_WORLD_SIZE");
   if (token == nullptr || rank == nullptr || pids == nullptr || world == nullptr) return 2;
-  const std::string name = rlx::shm::SharedSegment::name_for(token, 0, std::atoi(rank));
+  const std::string name =
+      rlx::shm::SharedSegment::name_for(token, 0, std::atoi(rank), rlx::shm::SegmentOwner::self());
   auto* segment = new rlx::shm::SharedSegment(
       rlx::shm::SharedSegment::create(rlx::shm::kDefaultDirectory, name, 4096, {}));
   std::ofstream(std::string(pids) + "/shm." + rank) << segment->path() << "\n";

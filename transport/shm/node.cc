@@ -71,8 +71,6 @@ std::byte* Node::staging(int local, std::uint64_t ticket) const {
   return base(local) + shape_.staging_offset() + slot * shape_.slot_bytes;
 }
 
-void Node::unlink_own() { segments_[static_cast<std::size_t>(local_rank_)].unlink(); }
-
 void Node::announce_close() const {
   control(local_rank_).closed.store(1, std::memory_order_seq_cst);
   for (int local = 0; local < local_size(); ++local) {

@@ -109,9 +109,6 @@ class Node {
   MessageRing ring(int from, int to) const;
   std::byte* staging(int local, std::uint64_t ticket) const;
 
-  // Removes this rank's segment's name (once every peer mapped it).
-  void unlink_own();
-
   // Tells the host's ranks that this one has shut down cleanly (see
   // RankControl::closed) and wakes every thread of theirs that sleeps.
   void announce_close() const;

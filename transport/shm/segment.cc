@@ -2,13 +2,16 @@
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <utility>
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -53,6 +56,19 @@ std::byte* map(int fd, std::size_t total) {
   throw CollectiveError(kind, site, what + ": " + std::strerror(error), std::move(hint));
 }
 
+// The name holds this process's pid and a number fresh for this start of
+// the job: no earlier job of rlx made it.
+[[noreturn]] void fail_existing(const std::string& path, const ErrorSite& site) {
+  struct stat st {};
+  const std::string owner = ::lstat(path.c_str(), &st) == 0
+                                ? " (owned by uid " + std::to_string(st.st_uid) + ")"
+                                : std::string();
+  throw CollectiveError(ErrorKind::invalid_argument, site,
+                        "cannot create shared memory " + path + ": the name exists already" +
+                            owner + ", and no rlx job made it (the name is new for this start)",
+                        "something else creates files named rlx-* in /dev/shm; remove it");
+}
+
 }  // namespace
 
 std::string SharedSegment::job_prefix(std::string_view job_token) {
@@ -69,10 +85,23 @@ std::string SharedSegment::job_prefix(std::string_view job_token) {
   return prefix + "-";
 }
 
-std::string SharedSegment::name_for(std::string_view job_token, std::uint64_t instance, int rank) {
+SegmentOwner SegmentOwner::self() {
+  struct stat ns {};
+  const std::uint64_t pid_namespace =
+      ::stat("/proc/self/ns/pid", &ns) == 0 ? static_cast<std::uint64_t>(ns.st_ino) : 0;
+  return {pid_namespace, static_cast<std::int32_t>(::getpid())};
+}
+
+std::string SharedSegment::name_for(std::string_view job_token, std::uint64_t instance, int rank,
+                                    const SegmentOwner& owner) {
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(instance));
-  return job_prefix(job_token) + hex + "-" + std::to_string(rank);
+  return job_prefix(job_token) + hex + "-" + std::to_string(rank) + "-" +
+         std::to_string(owner.pid_namespace) + "-" + std::to_string(owner.pid);
+}
+
+void SharedSegment::remove(const std::string& directory, const std::string& name) {
+  ::unlink(path_of(directory, name).c_str());
 }
 
 SharedSegment SharedSegment::create(const std::string& directory, const std::string& name,
@@ -81,10 +110,9 @@ SharedSegment SharedSegment::create(const std::string& directory, const std::str
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     const int error = errno;
-    fail_errno(error == EEXIST ? ErrorKind::invalid_argument : ErrorKind::resource_exhausted, site,
-               "cannot create shared memory " + path, error,
-               error == EEXIST ? "another job with the same token left it behind; remove it"
-                               : "can this user write to " + directory + "?");
+    if (error == EEXIST) fail_existing(path, site);
+    fail_errno(ErrorKind::resource_exhausted, site, "cannot create shared memory " + path, error,
+               "can this user write to " + directory + "?");
   }
   const std::size_t total = kHeaderBytes + bytes;
   // Reserve every page now: a sparse file in a full tmpfs fails at the first
@@ -149,7 +177,8 @@ std::byte* map_when_ready(int fd, const std::string& path, std::size_t bytes,
 }  // namespace
 
 SharedSegment SharedSegment::open(const std::string& directory, const std::string& name,
-                                  std::size_t bytes, Deadline deadline, const ErrorSite& site) {
+                                  std::size_t bytes, Deadline deadline, const ErrorSite& site,
+                                  const std::function<bool()>& stop) {
   const std::string path = path_of(directory, name);
   constexpr auto kLongestPause = std::chrono::microseconds(5000);
   for (auto pause = std::chrono::microseconds(50);; pause = std::min(pause * 2, kLongestPause)) {
@@ -167,7 +196,7 @@ SharedSegment SharedSegment::open(const std::string& directory, const std::strin
     } else if (errno != ENOENT) {
       fail_errno(ErrorKind::protocol_violation, site, "cannot open shared memory " + path, errno);
     }
-    if (Clock::now() >= deadline) {
+    if (Clock::now() >= deadline || stop()) {
       throw CollectiveError(ErrorKind::timeout, site,
                             "shared memory " + path + " was not ready in time",
                             "did the rank that creates it start, and does it share this host?");
@@ -204,6 +233,64 @@ void SharedSegment::release() noexcept {
   unlink();
   if (base_ != nullptr) ::munmap(base_, kHeaderBytes + bytes_);
   base_ = nullptr;
+}
+
+namespace {
+
+// The creator a segment's name records ("...-<pid namespace>-<pid>"), if
+// the name has that form.
+std::optional<SegmentOwner> owner_in_name(std::string_view name) {
+  const auto parse = [](std::string_view text, auto& value) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    return ec == std::errc() && end == text.data() + text.size();
+  };
+  const auto last = name.rfind('-');
+  if (last == std::string_view::npos || last == 0) return std::nullopt;
+  const auto before = name.rfind('-', last - 1);
+  if (before == std::string_view::npos) return std::nullopt;
+  SegmentOwner owner;
+  if (!parse(name.substr(before + 1, last - before - 1), owner.pid_namespace) ||
+      !parse(name.substr(last + 1), owner.pid) || owner.pid <= 0) {
+    return std::nullopt;
+  }
+  return owner;
+}
+
+// False only when `pid` (in this pid namespace) surely runs no more: no such
+// process, or a zombie nobody has reaped yet.
+bool may_run(std::int32_t pid) {
+  if (::kill(pid, 0) != 0) return errno != ESRCH;
+  std::FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (stat == nullptr) return true;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, stat) != nullptr;
+  std::fclose(stat);
+  const char* state = read ? std::strrchr(line, ')') : nullptr;  // the name may hold spaces
+  return state == nullptr || std::strncmp(state, ") Z", 3) != 0;
+}
+
+}  // namespace
+
+int remove_orphaned_segments(const std::string& directory) {
+  const SegmentOwner self = SegmentOwner::self();
+  if (self.pid_namespace == 0) return 0;  // pids that cannot be placed prove nothing
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) return 0;
+  int removed = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string_view name = entry->d_name;
+    if (!name.starts_with("rlx-")) continue;
+    const auto owner = owner_in_name(name);
+    if (!owner || owner->pid_namespace != self.pid_namespace || may_run(owner->pid)) continue;
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (::unlinkat(::dirfd(dir), entry->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
 }
 
 int remove_job_segments(const std::string& directory, std::string_view job_token) {
