@@ -57,7 +57,8 @@ CollectiveError::CollectiveError(ErrorKind kind, ErrorSite site, std::string_vie
       hint_(hint) {}
 
 CollectiveError CollectiveError::seen_from(ErrorSite site) const {
-  if (site.peer < 0) site.peer = site_.peer;
+  // The peer the failure is blamed on, not the one this call waited for.
+  if (site_.peer >= 0 || site.peer < 0) site.peer = site_.peer;
   return CollectiveError(kind_, std::move(site), detail_, hint_);
 }
 

@@ -48,8 +48,9 @@ class CollectiveError : public Error {
   const std::string& detail() const { return detail_; }
   const std::string& hint() const { return hint_; }
   // The same failure reported where another operation met it: a collective
-  // that wakes to a failure its transport recorded elsewhere names itself,
-  // its sizes and (unless `site` names one) the peer of the original.
+  // that wakes to a failure its transport recorded elsewhere names itself
+  // and its sizes, and keeps the peer the original blamed (the peer of
+  // `site` only when the original names none).
   CollectiveError seen_from(ErrorSite site) const;
 
  private:

@@ -30,6 +30,19 @@ TEST(CollectiveError, IsAnRlxErrorAndLeavesOutUnknownFields) {
   }
 }
 
+// A call that wakes to a failure recorded elsewhere names itself, but the
+// failure stays blamed on the rank that caused it.
+TEST(CollectiveError, SeenFromAnotherCallKeepsTheRankItBlames) {
+  const CollectiveError cause(ErrorKind::peer_lost, {.rank = 0, .world_size = 4, .peer = 3},
+                              "rank 3 has shut down its transport");
+  const CollectiveError seen =
+      cause.seen_from({.rank = 0, .world_size = 4, .peer = 1, .operation = "all_sum"});
+  EXPECT_EQ(seen.peer(), 3);
+  EXPECT_EQ(seen.operation(), "all_sum");
+  const CollectiveError unblamed(ErrorKind::timeout, {.rank = 0}, "late");
+  EXPECT_EQ(unblamed.seen_from({.peer = 2}).peer(), 2);
+}
+
 TEST(CollectiveError, EveryKindHasAName) {
   for (auto kind : {ErrorKind::timeout, ErrorKind::peer_lost, ErrorKind::protocol_violation,
                     ErrorKind::mismatch, ErrorKind::invalid_argument,

@@ -1,6 +1,8 @@
 #include "transport/frame.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 #include "transport/wire.h"
 
@@ -61,6 +63,26 @@ FrameHeader collective_header(const CollectiveCall& call, std::uint32_t step,
 
 CollectiveCall call_of(const FrameHeader& h) {
   return {h.collective, h.op, h.dtype, h.count, h.sequence, h.root};
+}
+
+FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t length) {
+  const int blamed = error.peer() >= 0 ? error.peer() : self;
+  return {.kind = FrameKind::abort,
+          .tag = static_cast<std::uint32_t>(error.kind()),
+          .sequence = static_cast<std::uint64_t>(blamed) + 1,
+          .length = length};
+}
+
+CollectiveError relayed_failure(const FrameHeader& header, std::string_view text, int sender,
+                                ErrorSite site) {
+  const auto kind = header.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
+                        ? static_cast<ErrorKind>(header.tag)
+                        : ErrorKind::protocol_violation;
+  const bool names_a_rank =
+      header.sequence >= 1 && header.sequence <= static_cast<std::uint64_t>(site.world_size);
+  site.peer = names_a_rank ? static_cast<int>(header.sequence - 1) : sender;
+  return CollectiveError(kind, std::move(site),
+                         "rank " + std::to_string(sender) + " failed: " + std::string(text));
 }
 
 }  // namespace rlx::wire

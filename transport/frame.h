@@ -7,8 +7,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 
 #include "transport/collective_call.h"
+#include "transport/errors.h"
 
 namespace rlx::wire {
 
@@ -24,7 +26,8 @@ enum class FrameKind : std::uint8_t {
 struct FrameHeader {
   FrameKind kind = FrameKind::message;
   std::uint32_t tag = 0;       // message: user tag; collective: step; abort: ErrorKind
-  std::uint64_t sequence = 0;  // message: per-connection count; collective: call number
+  std::uint64_t sequence = 0;  // message: per-connection count; collective: call number;
+                               // abort: 1 + the rank the failure is blamed on (0: none)
   std::uint64_t length = 0;    // payload bytes that follow
   // Collective frames only: what the sender is doing.
   CollectiveKind collective = CollectiveKind::barrier;
@@ -49,5 +52,16 @@ FrameHeader collective_header(const CollectiveCall& call, std::uint32_t step, st
 
 // The call a collective header announces.
 CollectiveCall call_of(const FrameHeader& header);
+
+// The header of the abort that passes `error` on to the other ranks,
+// blaming the rank the error names (its peer, else `self`, the sender).
+FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t length);
+
+// What a received abort stands for: `sender` failed with `text`. The error
+// is blamed (site.peer, CollectiveError::peer) on the rank the header names
+// when it is a rank of the group (site.world_size), else on `sender`, so a
+// failure relayed from rank to rank still names its cause.
+CollectiveError relayed_failure(const FrameHeader& header, std::string_view text, int sender,
+                                ErrorSite site);
 
 }  // namespace rlx::wire

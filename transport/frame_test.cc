@@ -43,5 +43,28 @@ TEST(Frame, RejectsGarbageBeforeTrustingAnyField) {
   EXPECT_THROW(decode(corrupt(15, 0xff)), wire::DecodeError);  // root
 }
 
+// An abort relayed from rank to rank stays blamed on the rank that caused
+// it; a header naming no rank of the group blames its sender.
+TEST(Frame, RelayedFailuresKeepTheRankTheyBlame) {
+  const CollectiveError original(ErrorKind::peer_lost, {.rank = 0, .world_size = 3, .peer = 2},
+                                 "rank 2 has shut down its transport");
+  const FrameHeader header = decode(encode(abort_header(original, 0, 10)));
+  EXPECT_EQ(header.kind, FrameKind::abort);
+  const CollectiveError relayed =
+      relayed_failure(header, original.what(), 0, {.rank = 1, .world_size = 3});
+  EXPECT_EQ(relayed.kind(), ErrorKind::peer_lost);
+  EXPECT_EQ(relayed.peer(), 2);
+  EXPECT_NE(std::string(relayed.what()).find("rank 0 failed: "), std::string::npos);
+
+  const CollectiveError mine(ErrorKind::mismatch, {.rank = 1, .world_size = 3}, "different calls");
+  EXPECT_EQ(relayed_failure(abort_header(mine, 1, 0), "", 1, {.world_size = 3}).peer(), 1);
+  FrameHeader stranger = header;
+  stranger.sequence = 99;
+  stranger.tag = 200;
+  const CollectiveError odd = relayed_failure(stranger, "", 0, {.world_size = 3});
+  EXPECT_EQ(odd.peer(), 0);
+  EXPECT_EQ(odd.kind(), ErrorKind::protocol_violation);
+}
+
 }  // namespace
 }  // namespace rlx::wire

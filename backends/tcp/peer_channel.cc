@@ -106,13 +106,9 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
 
   void on_payload(const wire::FrameHeader& h, bool awaited) {
     if (h.kind == wire::FrameKind::abort) {
-      const std::string text(reinterpret_cast<const char*>(payload.data()), payload.size());
-      const auto kind = h.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
-                            ? static_cast<ErrorKind>(h.tag)
-                            : ErrorKind::protocol_violation;
+      const std::string_view text(reinterpret_cast<const char*>(payload.data()), payload.size());
       hooks.fail(std::make_exception_ptr(
-                     CollectiveError(kind, hooks.site("(remote failure)", peer),
-                                     "rank " + std::to_string(peer) + " failed: " + text)),
+                     wire::relayed_failure(h, text, peer, hooks.site("(remote failure)", -1))),
                  /*tell_peers=*/false);
       return;
     }

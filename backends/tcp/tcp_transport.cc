@@ -232,9 +232,8 @@ void TcpTransport::send_abort(const CollectiveError& error) {
   for (auto& channel : channels_) {
     if (!channel) continue;
     try {
-      channel->send(
-          {.kind = wire::FrameKind::abort, .tag = static_cast<std::uint32_t>(error.kind())},
-          std::as_bytes(std::span(text)), deadline, -1);
+      channel->send(wire::abort_header(error, rank(), text.size()), std::as_bytes(std::span(text)),
+                    deadline, -1);
     } catch (const IoError&) {
       // That peer is gone; the others still hear about it.
     }

@@ -140,9 +140,8 @@ void Engine::post_abort(const CollectiveError& error) {
   for (auto& owned : peers_) {
     Peer& p = *owned;
     if (!p.ready || p.closed || !can_post_eager(p, true)) continue;
-    post_eager(p, PacketType::frame,
-               {.kind = wire::FrameKind::abort, .tag = static_cast<std::uint32_t>(error.kind())},
-               bytes, true);
+    post_eager(p, PacketType::frame, wire::abort_header(error, spec_.rank, bytes.size()), bytes,
+               true);
   }
 }
 

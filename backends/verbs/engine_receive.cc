@@ -71,12 +71,7 @@ void Engine::on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index) {
     case wire::FrameKind::abort: {
       const std::string text(reinterpret_cast<const char*>(buffer + kPacketHeaderBytes), bytes);
       repost(p, index);
-      const auto kind = h.frame.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
-                            ? static_cast<ErrorKind>(h.frame.tag)
-                            : ErrorKind::protocol_violation;
-      return fail(CollectiveError(kind, site("(remote failure)", p.rank),
-                                  "rank " + std::to_string(p.rank) + " failed: " + text),
-                  false);
+      return fail(wire::relayed_failure(h.frame, text, p.rank, site("(remote failure)")), false);
     }
     case wire::FrameKind::close:
       repost(p, index);

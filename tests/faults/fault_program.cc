@@ -37,7 +37,8 @@
 //                                 or until RLX_STEADY_STOP_FILE exists (strangers
 //                                 attack meanwhile), then the peak RSS
 //
-// Prints "RESULT kind=<error kind> ms=<time to the error>" and exits 0 when
+// Prints "RESULT kind=<error kind> ms=<time to the error> peer=<the rank the
+// error blames>" and exits 0 when
 // the expected error (or, for steady, every result) was seen; a mismatch must
 // also name both calls, and leave the caller's buffer as it was.
 #include <chrono>
@@ -74,8 +75,9 @@ bool expect_error(rlx::ErrorKind expected, Body body,
     std::printf("RESULT kind=none ms=%lld\n", ms_since(start));
     return false;
   } catch (const rlx::CollectiveError& error) {
-    std::printf("RESULT kind=%s ms=%lld\nMESSAGE %s\n", std::string(name_of(error.kind())).c_str(),
-                ms_since(start), error.what());
+    std::printf("RESULT kind=%s ms=%lld peer=%d\nMESSAGE %s\n",
+                std::string(name_of(error.kind())).c_str(), ms_since(start), error.peer(),
+                error.what());
     bool named = true;
     for (std::string_view fragment : fragments) {
       if (std::string_view(error.what()).find(fragment) == std::string_view::npos) {

@@ -81,6 +81,7 @@ TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
     EXPECT_TRUE(rank.exited_ok()) << describe(job);
     EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
     EXPECT_NE(rank.out.find("rank 3"), std::string::npos) << describe(job);
+    EXPECT_NE(rank.out.find("peer=3"), std::string::npos) << describe(job);  // even relayed
   }
 }
 
@@ -102,6 +103,8 @@ TEST(Faults, ARankThatExitsCleanlyMidJobIsNamedAtOnce) {
     EXPECT_TRUE(job.ranks[r].exited_ok()) << describe(job);
     if (r < 2) {
       EXPECT_LT(reported_ms(job.ranks[r].out), 5000) << describe(job);
+      // Whether it saw the close itself or heard of it from the other survivor.
+      EXPECT_NE(job.ranks[r].out.find("peer=2"), std::string::npos) << describe(job);
     }
   }
 }
