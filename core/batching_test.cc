@@ -64,6 +64,35 @@ TEST_F(Batching, KeysNeverMixAndTheCapSplitsBuckets) {
   EXPECT_EQ(calls, (std::vector<std::size_t>{2, 2, 1}));
 }
 
+// Keys interleaved in the graph (two collective groups' all-reduces on a
+// rank in both) still fuse per key, as on a rank that has one of them.
+TEST_F(Batching, InterleavedKeysFuseEachIntoItsOwnCall) {
+  std::vector<std::size_t> calls;
+  std::vector<Array> outs;
+  for (int i = 0; i < 6; ++i) {
+    outs.push_back(batched_double(full({4}, i), calls, i % 2 == 0 ? "group a" : "group b"));
+  }
+  eval(std::span<const Array>(outs));
+  EXPECT_EQ(calls, (std::vector<std::size_t>{3, 3}));
+  for (int i = 0; i < 6; ++i)
+    EXPECT_EQ(outs[static_cast<std::size_t>(i)].to_vector<float>()[0], 2 * i);
+}
+
+// An array that reads one key's result computes that bucket only; the other
+// key's keeps filling.
+TEST_F(Batching, AReaderFlushesOnlyTheBucketItReads) {
+  std::vector<std::size_t> a_calls, b_calls;
+  const Array a1 = batched_double(full({2}, 1.0), a_calls, "a");
+  const Array b1 = batched_double(full({2}, 2.0), b_calls, "b");
+  const Array a2 = batched_double(a1 + 1.0, a_calls, "a");  // needs a1 computed
+  const Array b2 = batched_double(full({2}, 3.0), b_calls, "b");
+  eval(std::vector<Array>{b1, a2, b2});
+  EXPECT_EQ(a_calls, (std::vector<std::size_t>{1, 1}));
+  EXPECT_EQ(b_calls, (std::vector<std::size_t>{2}));
+  EXPECT_EQ(a2.to_vector<float>(), (std::vector<float>{6, 6}));
+  EXPECT_EQ(b2.to_vector<float>(), (std::vector<float>{6, 6}));
+}
+
 TEST_F(Batching, CapZeroGivesEveryArrayItsOwnCall) {
   std::vector<std::size_t> calls;
   std::vector<Array> outs;

@@ -37,7 +37,11 @@ using BatchCompute = std::function<void(std::span<const Primitive::BatchItem> it
 // by one `compute` call over up to batch_bytes_cap() bytes of outputs (a
 // bucket, like DDP's), in the order eval schedules them: that order is the
 // same in every process evaluating the same graph. Arrays with different
-// keys never share a call.
+// keys never share a call, and do not split each other's buckets: a key's
+// bucket is computed when an array reads one of its arrays, at the cap, or
+// at the end of eval (every open bucket, oldest first). The collective ops
+// key by group, so a group's all-reduces fuse alike on all its ranks even
+// when some of them interleave another group's ops.
 Array make_batched_custom(std::string name, std::string batch_key, Shape shape, Dtype dtype,
                           std::vector<Array> inputs, BatchCompute compute);
 

@@ -1,10 +1,14 @@
 #include "core/eval.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
 #include <functional>
+#include <iterator>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -119,12 +123,9 @@ void compute(const NodePtr& node) {
   finish(*node, nullptr);
 }
 
-// Claimed arrays whose primitives batch (Primitive::batch_key), waiting to
-// be computed together. A bucket holds one key; it is flushed before a node
-// that reads one of its arrays, before a different key, at the byte cap,
-// before this thread waits for another's node (which might wait for ours),
-// and at the end of eval. Arrays left when an error unwinds fail too, so
-// nobody waits for them.
+// Claimed arrays of one batch key (Primitive::batch_key), waiting to be
+// computed together. Arrays left when an error unwinds fail, so nobody waits
+// for them.
 class Bucket {
  public:
   Bucket() = default;
@@ -146,10 +147,7 @@ class Bucket {
     return false;
   }
 
-  // Adds a claimed node, first flushing the arrays of another key.
-  void add(const NodePtr& node, std::string_view key) {
-    if (!nodes_.empty() && key != key_) flush();
-    if (nodes_.empty()) key_ = key;
+  void add(const NodePtr& node) {
     nodes_.push_back(node);
     members_.insert(node.get());
     bytes_ += NodeAccess::wrap(node).nbytes();
@@ -187,8 +185,47 @@ class Bucket {
  private:
   std::vector<NodePtr> nodes_;
   std::unordered_set<const ArrayNode*> members_;
-  std::string key_;
   std::size_t bytes_ = 0;
+};
+
+// One open Bucket per key, in the order their first arrays came. A bucket is
+// flushed before a node that reads one of its arrays and at the byte cap;
+// every bucket, oldest first, before this thread waits for another's node
+// (which might wait for ours) and at the end of eval. Arrays of other keys
+// in between do not flush it: one collective group's all-reduces fuse alike
+// on its ranks whatever other groups' ops each rank interleaves with them.
+class Buckets {
+ public:
+  void add(const NodePtr& node, std::string_view key, std::size_t cap) {
+    auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& b) { return b.key == key; });
+    if (it == open_.end()) {
+      open_.push_back({std::string(key), std::make_unique<Bucket>()});
+      it = std::prev(open_.end());
+    }
+    it->bucket->add(node);
+    if (it->bucket->bytes() >= cap) flush(it);
+  }
+  void flush_holders_of(const std::vector<Array>& inputs) {
+    for (auto it = open_.begin(); it != open_.end();) {
+      it = it->bucket->holds_any_of(inputs) ? flush(it) : std::next(it);
+    }
+  }
+  void flush_all() {
+    while (!open_.empty()) flush(open_.begin());
+  }
+
+ private:
+  struct Open {
+    std::string key;
+    std::unique_ptr<Bucket> bucket;
+  };
+  std::list<Open>::iterator flush(std::list<Open>::iterator it) {
+    std::unique_ptr<Bucket> bucket = std::move(it->bucket);
+    it = open_.erase(it);
+    bucket->flush();
+    return it;
+  }
+  std::list<Open> open_;
 };
 
 // The one long-lived thread behind async_eval, fed through a FIFO queue.
@@ -250,21 +287,20 @@ void eval(std::span<const Array> arrays) {
     order = schedule(arrays);
   }
   const std::size_t cap = batch_bytes_cap();
-  Bucket bucket;
+  Buckets buckets;
   for (NodePtr& node : order) {
-    if (claim(*node, [&bucket] { bucket.flush(); })) {
-      if (bucket.holds_any_of(node->inputs)) bucket.flush();
+    if (claim(*node, [&buckets] { buckets.flush_all(); })) {
+      buckets.flush_holders_of(node->inputs);
       const std::string_view key = cap > 0 ? node->primitive->batch_key() : std::string_view{};
       if (key.empty()) {
         compute(node);
       } else {
-        bucket.add(node, key);
-        if (bucket.bytes() >= cap) bucket.flush();
+        buckets.add(node, key, cap);
       }
     }
     node.reset();  // the users of an intermediate hold it for as long as they need it
   }
-  bucket.flush();
+  buckets.flush_all();
 }
 
 AsyncEval async_eval(std::span<const Array> arrays) {

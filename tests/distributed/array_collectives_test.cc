@@ -101,6 +101,33 @@ TEST(ArrayCollectives, ManySmallAllReducesInOneEvalAreFusedWithIdenticalResults)
   set_batch_bytes_cap(cap);
 }
 
+// Overlapping groups A = {0, 1} and B = {1, 2}: rank 1 interleaves both
+// groups' all-reduces in one eval, ranks 0 and 2 have one group each. Each
+// group's reductions fuse alike on its two ranks (they used to fuse across
+// the other group's ops on rank 0 only: a mismatch).
+TEST(ArrayCollectives, OverlappingGroupsInOneEvalFuseAlikeOnEveryRank) {
+  if (group()->world_size() < 3) GTEST_SKIP() << "needs 3 ranks";
+  const int me = group()->rank();
+  auto a = group()->split(me <= 1 ? 0 : kNoColor);
+  auto b = group()->split(me == 1 || me == 2 ? 0 : kNoColor);
+  std::vector<Array> reduced;
+  for (int i = 0; i < 8; ++i) {
+    const Array x = full({i + 1}, me + i);
+    if (a) reduced.push_back(distributed::all_sum(x, a));
+    if (b) reduced.push_back(distributed::all_sum(x * 2.0, b));
+  }
+  eval(std::span<const Array>(reduced));
+  std::size_t at = 0;
+  for (int i = 0; i < 8; ++i) {
+    if (a) {
+      EXPECT_EQ(reduced[at++].to_vector<float>()[0], float(0 + 1 + 2 * i)) << i;
+    }
+    if (b) {
+      EXPECT_EQ(reduced[at++].to_vector<float>()[0], float(2 * (1 + 2 + 2 * i))) << i;
+    }
+  }
+}
+
 TEST(ArrayCollectives, InsideACompiledGraph) {
   const auto [begin, end] = my_inner();
   Graph graph;
