@@ -31,6 +31,10 @@
 //                                 receives them only after rank 1 has closed
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
+//   fault_program corrupt_ring_read     (2 ranks, one host) another hand moves the
+//                                 consumer counter of rank 1's ring to rank 0 far ahead;
+//                                 rank 1 then sends: both ranks fail with protocol_violation
+//   fault_program corrupt_ring_written  the same with the producer counter; rank 0 receives
 //   fault_program mismatch_sum_vs_gather_v  rank 1 calls all_gather_v, the rest all_sum
 //   fault_program mismatch_sum_vs_all_to_all_v  rank 1 calls all_to_all_v, the rest all_sum
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
@@ -41,7 +45,9 @@
 // error blames>" and exits 0 when
 // the expected error (or, for steady, every result) was seen; a mismatch must
 // also name both calls, and leave the caller's buffer as it was.
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,6 +61,7 @@
 #include <unistd.h>
 
 #include "rlx/rlx.h"
+#include "transport/shm/node.h"
 
 namespace {
 
@@ -260,6 +267,60 @@ bool clean_exit(rlx::Transport& group) {
                       {"rank " + std::to_string(last)});
 }
 
+// The counter at `offset` of the ring from rank 1 to rank 0, in rank 0's
+// segment as this rank (rank 0) maps it: found in /proc/self/maps by its name
+// "rlx-...-0-<pid namespace>-<pid>".
+std::atomic<std::uint64_t>* ring_counter_of_rank_0(std::size_t offset) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return nullptr;
+  const std::string own = "-0-";  // the rank field, between dashes
+  char line[1024];
+  std::uintptr_t start = 0;
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    const char* name = std::strstr(line, "/dev/shm/rlx-");
+    if (name == nullptr) continue;
+    std::string text(name);
+    text = text.substr(0, text.find(' '));
+    const auto pid_at = text.rfind('-'), ns_at = text.rfind('-', pid_at - 1);
+    const auto rank_at = text.rfind('-', ns_at - 1);
+    if (text.substr(rank_at, ns_at - rank_at + 1) == own &&
+        std::stol(text.substr(pid_at + 1)) == ::getpid()) {
+      start = std::strtoull(line, nullptr, 16);
+      break;
+    }
+  }
+  std::fclose(maps);
+  if (start == 0) return nullptr;
+  const rlx::shm::NodeShape shape{.local_size = 2};
+  return reinterpret_cast<std::atomic<std::uint64_t>*>(
+      start + rlx::shm::SharedSegment::kHeaderBytes + shape.ring_offset(1) + offset);
+}
+
+// Shared memory is trusted to hold nothing: a counter moved by another hand
+// is a protocol_violation on the side that reads it, passed on to the other,
+// never a copy past the ring.
+bool corrupt_ring(rlx::Transport& group, std::size_t offset) {
+  if (group.path_to(1 - group.rank()) != "shared memory") {
+    std::printf("RESULT kind=skipped: rank %d reaches its peer by %s\n", group.rank(),
+                group.path_to(1 - group.rank()).c_str());
+    return true;
+  }
+  if (group.rank() == 0) {
+    auto* counter = ring_counter_of_rank_0(offset);
+    if (counter == nullptr) {
+      std::printf("FAILED: rank 0's segment is not in /proc/self/maps\n");
+      return false;
+    }
+    counter->fetch_add(std::uint64_t{1} << 40);
+  }
+  group.barrier();  // over the call lines, not the ring
+  const auto corrupt = [&] {
+    if (group.rank() == 1) group.send_bytes(0, 3, numbered_message(1 << 20, 0));
+    group.recv_bytes(1 - group.rank(), 3);
+  };
+  return expect_error(rlx::ErrorKind::protocol_violation, corrupt, {"counters are corrupt"});
+}
+
 }  // namespace
 
 // A rank still setting up its transport when the others already failed
@@ -409,6 +470,10 @@ int main(int argc, char** argv) {
     // barrier's own deadline on both sides.
     if (rank != 0) std::this_thread::sleep_for(group->timeout() * 3 / 2);
     group->barrier();
+  } else if (mode == "corrupt_ring_read") {
+    ok = corrupt_ring(*group, rlx::shm::MessageRing::kReadOffset);
+  } else if (mode == "corrupt_ring_written") {
+    ok = corrupt_ring(*group, rlx::shm::MessageRing::kWrittenOffset);
   } else if (mode == "send_then_close") {
     ok = send_then_close(*group);
   } else if (mode == "clean_exit") {

@@ -109,6 +109,16 @@ TEST(Faults, ARankThatExitsCleanlyMidJobIsNamedAtOnce) {
   }
 }
 
+// A ring counter moved by another hand (a process of the same user writing
+// the segment) is a protocol_violation on both ranks, not a copy past the
+// ring (which crashed the producer).
+TEST(Faults, ACorruptRingCounterIsAProtocolViolationOnBothRanks) {
+  for (const char* mode : {"corrupt_ring_read", "corrupt_ring_written"}) {
+    const JobOutcome job = run_fault_mode(mode, 2, {"RLX_TIMEOUT_S=30"});
+    for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << mode << describe(job);
+  }
+}
+
 // A rank frozen by SIGSTOP: every survivor times out naming it (its progress
 // thread no longer answers pings), not the healthy neighbour it waited for.
 TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {
