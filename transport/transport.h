@@ -288,9 +288,10 @@ class Transport {
     all_to_all_v(ConstElementSpan::of(std::span<const T>(input)), send_counts,
                  ElementSpan::of(std::span<T>(output)), recv_counts);
   }
-  template <Element T, std::size_t N>
-  Request iall_sum(std::span<T, N> data) {
-    return iall_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
+  template <Element T, std::size_t N, std::size_t M>
+  void reduce_scatter(std::span<const T, N> input, std::span<T, M> output, ReduceOp op) {
+    reduce_scatter(ConstElementSpan::of(std::span<const T>(input)),
+                   ElementSpan::of(std::span<T>(output)), op);
   }
   template <Element T, std::size_t N>
   void broadcast(std::span<T, N> data, int root) {
@@ -300,6 +301,61 @@ class Transport {
   void all_to_all(std::span<const T, N> input, std::span<T, M> output) {
     all_to_all(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
+  }
+
+  // Typed non-blocking forms.
+  template <Element T, std::size_t N>
+  Request iall_reduce(std::span<T, N> data, ReduceOp op) {
+    return iall_reduce(ElementSpan::of(std::span<T>(data)), op);
+  }
+  template <Element T, std::size_t N>
+  Request iall_sum(std::span<T, N> data) {
+    return iall_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request iall_gather(std::span<const T, N> input, std::span<T, M> output) {
+    return iall_gather(ConstElementSpan::of(std::span<const T>(input)),
+                       ElementSpan::of(std::span<T>(output)));
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request ireduce_scatter(std::span<const T, N> input, std::span<T, M> output, ReduceOp op) {
+    return ireduce_scatter(ConstElementSpan::of(std::span<const T>(input)),
+                           ElementSpan::of(std::span<T>(output)), op);
+  }
+  template <Element T, std::size_t N>
+  Request ibroadcast(std::span<T, N> data, int root) {
+    return ibroadcast(ElementSpan::of(std::span<T>(data)), root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request iall_to_all(std::span<const T, N> input, std::span<T, M> output) {
+    return iall_to_all(ConstElementSpan::of(std::span<const T>(input)),
+                       ElementSpan::of(std::span<T>(output)));
+  }
+  template <Element T, std::size_t N>
+  Request ireduce(std::span<T, N> data, ReduceOp op, int root) {
+    return ireduce(ElementSpan::of(std::span<T>(data)), op, root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request igather(std::span<const T, N> input, std::span<T, M> output, int root) {
+    return igather(ConstElementSpan::of(std::span<const T>(input)),
+                   ElementSpan::of(std::span<T>(output)), root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request iscatter(std::span<const T, N> input, std::span<T, M> output, int root) {
+    return iscatter(ConstElementSpan::of(std::span<const T>(input)),
+                    ElementSpan::of(std::span<T>(output)), root);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request iall_gather_v(std::span<const T, N> input, std::span<T, M> output,
+                        std::span<const std::size_t> counts) {
+    return iall_gather_v(ConstElementSpan::of(std::span<const T>(input)),
+                         ElementSpan::of(std::span<T>(output)), counts);
+  }
+  template <Element T, std::size_t N, std::size_t M>
+  Request iall_to_all_v(std::span<const T, N> input, std::span<const std::size_t> send_counts,
+                        std::span<T, M> output, std::span<const std::size_t> recv_counts) {
+    return iall_to_all_v(ConstElementSpan::of(std::span<const T>(input)), send_counts,
+                         ElementSpan::of(std::span<T>(output)), recv_counts);
   }
 
   // An ErrorSite naming this rank, for backends and algorithms building errors.
