@@ -61,6 +61,10 @@ LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>
   pollfds_.reserve(129);
 }
 
+ErrorSite LaneLinks::site_of(const CollectiveCall& call, int peer) const {
+  return {.rank = rank_, .world_size = world_size_, .peer = peer, .operation = call.describe()};
+}
+
 std::span<std::byte> LaneLinks::scratch(std::size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
   return scratch_;
@@ -90,7 +94,7 @@ std::span<std::byte> LaneLinks::staging_for(int peer, int lane) {
 
 void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
                          std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
-  latch_.rethrow_if_tripped();
+  latch_.rethrow_if_tripped(site_of(call));
   sends_.clear();
   recvs_.clear();
   for (const auto& s : sends) {
@@ -272,7 +276,7 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
   }
   pollfds_.push_back({latch_.wake_fd(), POLLIN, 0});
   const int n = ::poll(pollfds_.data(), pollfds_.size(), ms_until(deadline));
-  latch_.rethrow_if_tripped();
+  latch_.rethrow_if_tripped(site_of(call));
   if (n > 0 || (n < 0 && errno == EINTR)) {
     for (const auto& p : pollfds_) {
       if ((p.revents & (POLLERR | POLLHUP)) != 0 && (p.events & POLLIN) == 0) {
@@ -308,7 +312,7 @@ void LaneLinks::fail_timeout(const CollectiveCall& call, std::uint32_t step) {
   }
   const std::string silence = silence_probe_ ? silence_probe_() : "";
   // Another rank may have found the cause meanwhile: its report wins.
-  latch_.rethrow_if_tripped();
+  latch_.rethrow_if_tripped(site_of(call));
   fail(ErrorKind::timeout, call, -1,
        "step " + std::to_string(step) + " did not complete within " +
            std::to_string(timeout_.count()) + " ms: " + pending + silence,
@@ -324,11 +328,9 @@ void LaneLinks::fail(ErrorKind kind, const CollectiveCall& call, int peer,
     // progress thread a moment to deliver it: the root cause beats the symptom.
     pollfd wake{latch_.wake_fd(), POLLIN, 0};
     ::poll(&wake, 1, static_cast<int>(kRootCauseGrace.count()));
-    latch_.rethrow_if_tripped();
+    latch_.rethrow_if_tripped(site_of(call));
   }
-  CollectiveError error(
-      kind, {.rank = rank_, .world_size = world_size_, .peer = peer, .operation = call.describe()},
-      detail, hint);
+  CollectiveError error(kind, site_of(call, peer), detail, hint);
   if (on_failure_) on_failure_(error);
   throw error;
 }

@@ -72,6 +72,8 @@ class LaneLinks final : public Links {
     std::size_t carry;  // bytes of a partial element waiting in staging
   };
 
+  // This rank in `call`, with `peer`: a failure met here names the call.
+  ErrorSite site_of(const CollectiveCall& call, int peer = -1) const;
   void run(const CollectiveCall& call, std::uint32_t step);
   bool progress_send(SendState& s);
   bool progress_recv(RecvState& r, const CollectiveCall& call, std::uint32_t step);
