@@ -230,7 +230,7 @@ PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
       // is delivered.
       if (!latch_.tripped() && node_.has_closed(local)) {
         throw closed_error(wait.site(), from,
-                           " and sent no message with tag " + std::to_string(tag) + " before");
+                           " and sent no more messages with tag " + std::to_string(tag));
       }
       throw timed_out();
     }
