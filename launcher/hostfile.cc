@@ -1,16 +1,13 @@
 #include "launcher/hostfile.h"
 
 #include <charconv>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include "transport/endpoint.h"
+#include "transport/hostfile_reader.h"
 
 namespace rlx::launcher {
 namespace {
@@ -57,13 +54,13 @@ void apply_attribute(HostSlots& host, std::string_view word, std::string_view or
   const bool is_slots = key == "slots";
   if (!is_slots && key != "max_slots" && key != "max-slots") {
     fail(origin, line,
-         "unknown attribute '" + std::string(word) +
+         "unknown attribute '" + excerpt(word) +
              "': expected slots=N or max_slots=N after the host name");
   }
   const int value = eq == std::string_view::npos ? 0 : parse_count(word.substr(eq + 1)).value_or(0);
   if (value == 0) {
     fail(origin, line,
-         "'" + std::string(word) + "': expected " + std::string(key) +
+         "'" + excerpt(word) + "': expected " + excerpt(key) +
              "=N with N a whole number of at least 1");
   }
   if (is_slots) {
@@ -91,7 +88,7 @@ std::vector<HostSlots> parse_openmpi_hostfile(std::string_view text, std::string
     for (std::string word; words >> word; ++word_index) {
       if (word_index == 0) {
         if (!valid_host_name(word) || word.find('=') != std::string::npos) {
-          fail(origin, line_number, "'" + word + "' is not a host name");
+          fail(origin, line_number, "'" + excerpt(word) + "' is not a host name");
         }
         host.host = word;
       } else {
@@ -124,11 +121,11 @@ std::vector<HostSlots> parse_host_list(std::string_view spec) {
     host.host = std::string(has_count ? item.substr(0, colon) : item);
     if (has_count) {
       const auto count = parse_count(item.substr(colon + 1));
-      if (!count) fail("-H", 0, "'" + std::string(item) + "': expected host:N with N >= 1");
+      if (!count) fail("-H", 0, "'" + excerpt(item) + "': expected host:N with N >= 1");
       host.slots = *count;
     }
     if (!valid_host_name(host.host)) {
-      fail("-H", 0, "'" + std::string(item) + "': expected host or host:slots, comma-separated");
+      fail("-H", 0, "'" + excerpt(item) + "': expected host or host:slots, comma-separated");
     }
     hosts.push_back(host);
   }
@@ -152,7 +149,7 @@ HostSlots mlx_host(const nlohmann::json& entry, std::size_t i, std::string_view 
       if (!ips.is_array() || (!ips.empty() && !ips[0].is_string())) {
         fail(origin, 0,
              "entry " + std::to_string(i) + ": \"ips\" must be a list of addresses, found " +
-                 ips.dump());
+                 hostfile::excerpt(ips));
       }
       if (!ips.empty()) host.address = ips[0].get<std::string>();
     }
@@ -160,7 +157,8 @@ HostSlots mlx_host(const nlohmann::json& entry, std::size_t i, std::string_view 
   if (!valid_host_name(host.host) || (!host.address.empty() && !valid_host_name(host.address))) {
     fail(origin, 0,
          "entry " + std::to_string(i) +
-             ": expected \"host\" or {\"ssh\": \"host\", \"ips\": [...]}, found " + entry.dump());
+             ": expected \"host\" or {\"ssh\": \"host\", \"ips\": [...]}, found " +
+             hostfile::excerpt(entry));
   }
   return host;
 }
@@ -174,7 +172,7 @@ std::vector<std::string> mlx_envs(const nlohmann::json& doc, std::string_view or
     const std::string text = entry.is_string() ? entry.get<std::string>() : std::string();
     const auto eq = text.find('=');
     if (eq == 0 || eq == std::string::npos) {
-      fail(origin, 0, "\"envs\" entry " + entry.dump() + " is not \"NAME=value\"");
+      fail(origin, 0, "\"envs\" entry " + hostfile::excerpt(entry) + " is not \"NAME=value\"");
     }
     envs.push_back(text);
   }
@@ -184,12 +182,15 @@ std::vector<std::string> mlx_envs(const nlohmann::json& doc, std::string_view or
 }  // namespace
 
 HostList parse_mlx_hostfile(std::string_view text, std::string_view origin) {
-  const auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  const bool object = !doc.is_discarded() && doc.is_object();
-  const auto& hosts = object && doc.contains("hosts") ? doc["hosts"] : doc;
-  if (doc.is_discarded() || !hosts.is_array() || hosts.empty()) {
-    fail(origin, 0, std::string("expected ") + kMlxForms);
+  nlohmann::json doc;
+  try {
+    doc = hostfile::parse_json(text, origin);
+  } catch (const hostfile::ReadError& error) {
+    throw HostfileError(error.what() + std::string("; expected ") + kMlxForms);
   }
+  const bool object = doc.is_object();
+  const auto& hosts = object && doc.contains("hosts") ? doc["hosts"] : doc;
+  if (!hosts.is_array() || hosts.empty()) fail(origin, 0, std::string("expected ") + kMlxForms);
   HostList list;
   for (std::size_t i = 0; i < hosts.size(); ++i)
     list.hosts.push_back(mlx_host(hosts[i], i, origin));
@@ -197,25 +198,12 @@ HostList parse_mlx_hostfile(std::string_view text, std::string_view origin) {
   return list;
 }
 
-HostList read_hostfile(const std::string& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw HostfileError(path + ": is a directory, not a hostfile");
-  }
-  std::ifstream file(path);
-  if (!file) throw HostfileError(path + ": cannot be read");
-  std::ostringstream text;
-  text << file.rdbuf();
-  const std::string content = text.str();
-  // Quoting a binary file's "lines" back would print raw bytes to a terminal.
-  for (std::size_t i = 0; i < content.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(content[i]);
-    if ((byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r') || byte == 0x7f) {
-      char where[64];
-      std::snprintf(where, sizeof where, "byte 0x%02x at offset %zu", byte, i);
-      throw HostfileError(path + ": is not a text file (" + where +
-                          "); a hostfile lists hosts, as in hostfiles/");
-    }
+HostList read_hostfile(const std::string& path, std::chrono::milliseconds connect_timeout) {
+  std::string content;
+  try {
+    content = hostfile::read_text(path, connect_timeout);
+  } catch (const hostfile::ReadError& error) {
+    throw HostfileError(error.what());
   }
   const auto first = content.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (content[first] == '[' || content[first] == '{')) {

@@ -10,6 +10,7 @@
 //                and "rdma" are MLX's choices (rlxrun's --backend decides here).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -43,8 +44,10 @@ std::vector<HostSlots> parse_host_list(std::string_view spec);  // "-H a:2,b,c:4
 HostList parse_mlx_hostfile(std::string_view text, std::string_view origin);
 
 // Reads a hostfile, JSON (MLX) when it starts with '[' or '{' and Open MPI
-// text otherwise.
-HostList read_hostfile(const std::string& path);
+// text otherwise, through the library's bounded reader
+// (transport/hostfile_reader.h: a pipe or device has `connect_timeout` to
+// end).
+HostList read_hostfile(const std::string& path, std::chrono::milliseconds connect_timeout);
 
 struct Placement {
   std::string host;

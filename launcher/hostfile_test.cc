@@ -27,7 +27,8 @@ TEST(OpenMpiHostfile, ErrorsNameFileLineAndExpectation) {
   expect_error([] { parse_openmpi_hostfile("a slots=4 max_slots=2", "h"); }, "below slots=4");
   expect_error([] { parse_openmpi_hostfile("slots=4", "h"); }, "not a host name");
   expect_error([] { parse_openmpi_hostfile("# nothing\n", "h"); }, "no hosts");
-  expect_error([] { read_hostfile("/nonexistent/hostfile"); }, "cannot be read");
+  expect_error([] { read_hostfile("/nonexistent/hostfile", std::chrono::seconds(1)); },
+               "cannot be read");
 }
 
 TEST(HostList, ReadsHorovodStyle) {
@@ -59,6 +60,15 @@ TEST(MlxHostfile, ReadsTheObjectFormWithEnvs) {
                "\"NOEQUALS\" is not \"NAME=value\"");
   expect_error([] { parse_mlx_hostfile(R"({"hosts": [{"ssh": "m1", "ips": "x"}]})", "o.json"); },
                "\"ips\" must be a list");
+}
+
+TEST(MlxHostfile, DeepNestingIsAnErrorNotACrash) {
+  expect_error(
+      [] {
+        parse_mlx_hostfile(std::string(100'000, '[') + std::string(100'000, ']'), "deep.json");
+      },
+      "deep.json: nests lists or objects more than 32 deep");
+  expect_error([] { parse_mlx_hostfile("[[[[[1]]]]]", "f.json"); }, "f.json: entry 0");
 }
 
 TEST(Placement, FillsSlotsInOrderAndCountsLocalRanks) {

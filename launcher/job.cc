@@ -217,7 +217,9 @@ std::vector<std::string> agent_argv(const Options& options, const std::string& h
 std::vector<Placement> plan_placement(const Options& options) {
   HostList list{{{"localhost", options.num_ranks, std::nullopt, {}}}, {}};
   if (uses_slurm_allocation(options)) list.hosts = *slurm_allocation(from_environment);
-  if (!options.hostfile.empty()) list = read_hostfile(options.hostfile);
+  if (!options.hostfile.empty()) {
+    list = read_hostfile(options.hostfile, rank_settings(options).connect_timeout);
+  }
   if (!options.host_list.empty()) list = {parse_host_list(options.host_list), {}};
   auto placements = place_ranks(list.hosts, options.num_ranks, options.oversubscribe);
   for (Placement& placement : placements) placement.envs = list.envs;

@@ -49,7 +49,7 @@ struct World {
 // MLX_HOSTFILE without MLX_WORLD_SIZE: the table's length is the group's size.
 void size_from_static_table(launch_env::LaunchEnv& env) {
   if (env.group_source != launch_env::GroupSource::mlx || env.world_size) return;
-  env.world_size = static_cast<int>(tcp::read_static_table(env.hostfile).size());
+  env.world_size = static_cast<int>(tcp::read_static_table(env).size());
   if (*env.rank >= *env.world_size) {
     throw CollectiveError(ErrorKind::invalid_argument, launch_env::startup_site(env, "init"),
                           "MLX_RANK=" + std::to_string(*env.rank) + " but " + env.hostfile +

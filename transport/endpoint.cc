@@ -48,7 +48,7 @@ bool is_loopback(const Address16& a) {
 
 [[noreturn]] void bad_endpoint(std::string_view text, std::string_view what, std::string_view why) {
   throw CollectiveError(ErrorKind::invalid_argument, {.operation = "parse " + std::string(what)},
-                        "'" + std::string(text) + "' " + std::string(why),
+                        "'" + excerpt(text) + "' " + std::string(why),
                         "write host:port, [ipv6]:port or name:port, with a port from 1 to 65535");
 }
 

@@ -79,6 +79,22 @@ std::string format_bytes(std::size_t bytes) {
   return text;
 }
 
+std::string excerpt(std::string_view text, std::size_t limit) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size() && i < limit; ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += static_cast<char>(byte);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out += escaped;
+    }
+  }
+  if (text.size() > limit) out += "... (" + format_bytes(text.size()) + " in all)";
+  return out;
+}
+
 std::string describe_elements(std::size_t count, Dtype dtype) {
   return std::to_string(count) + " x " + std::string(name_of(dtype)) + " (" +
          format_bytes(count * size_of(dtype)) + ")";

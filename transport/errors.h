@@ -63,6 +63,11 @@ class CollectiveError : public Error {
 // "4 KiB", "1.5 MiB", "12 B": sizes as people read them.
 std::string format_bytes(std::size_t bytes);
 
+// At most `limit` characters of `text`, control bytes escaped as \xNN, and
+// the whole's length when it is cut: what a message quotes of input that
+// anyone may have written (a hostfile, a setting), however long.
+std::string excerpt(std::string_view text, std::size_t limit = 80);
+
 // "1024 x f32 (4 KiB)".
 std::string describe_elements(std::size_t count, Dtype dtype);
 

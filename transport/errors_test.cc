@@ -60,5 +60,13 @@ TEST(FormatBytes, ReadsLikeAPerson) {
   EXPECT_EQ(describe_elements(3, Dtype::bf16), "3 x bf16 (6 B)");
 }
 
+TEST(Excerpt, IsShortAndPrintable) {
+  EXPECT_EQ(excerpt("a\x01"
+                    "b\x7f"),
+            "a\\x01b\\x7f");
+  EXPECT_EQ(excerpt(std::string(100, 'x'), 4), "xxxx... (100 B in all)");
+  EXPECT_EQ(excerpt("short"), "short");
+}
+
 }  // namespace
 }  // namespace rlx

@@ -13,7 +13,7 @@ namespace {
 
 [[noreturn]] void fail(const char* name, std::string_view value, std::string_view expected) {
   throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read launch environment"},
-                        std::string(name) + "='" + std::string(value) + "' is not valid",
+                        std::string(name) + "='" + excerpt(value) + "' is not valid",
                         std::string(name) + " must be " + std::string(expected));
 }
 

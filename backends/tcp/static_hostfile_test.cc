@@ -33,7 +33,53 @@ TEST(StaticHostfile, ErrorsNameTheFileAndTheEntry) {
   expect_error(R"(["a:0"])", "invalid port");
   expect_error(R"(["::1:5"])", "without [brackets]");
   expect_error(R"([{"host": "a", "port": 70000}])", "out of range");
-  EXPECT_THROW(read_static_table("/nonexistent/hosts.json"), CollectiveError);
+  expect_error(R"([{"host": "", "port": 1}])", "is not a host name");
+}
+
+// A hostile table costs a bounded excerpt in the message, never a crash
+// (100,000 brackets overflowed the stack in nlohmann's dump()) or a
+// message as long as the file.
+TEST(StaticHostfile, DeepOrHugeTablesAreRefusedWithShortMessages) {
+  auto error_of = [](const std::string& text) {
+    try {
+      parse_static_table(text, "hosts.json");
+    } catch (const CollectiveError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::invalid_argument);
+      return std::string(error.what());
+    }
+    ADD_FAILURE() << "accepted";
+    return std::string();
+  };
+  const std::string deep = error_of(std::string(100'000, '[') + std::string(100'000, ']'));
+  EXPECT_NE(deep.find("hosts.json: nests lists or objects more than 32 deep"), std::string::npos)
+      << deep;
+  const std::string long_host = error_of("[\"" + std::string(1 << 20, 'h') + ":1\"]");
+  EXPECT_NE(long_host.find("(1 MiB in all)"), std::string::npos) << long_host.substr(0, 300);
+  const std::string long_entry = error_of("[{\"x\": \"" + std::string(1 << 20, 'x') + "\"}]");
+  EXPECT_LT(long_entry.size(), 1000u);
+  for (const std::string* message : {&deep, &long_host, &long_entry}) {
+    EXPECT_LT(message->size(), 1000u) << message->substr(0, 300);
+  }
+}
+
+TEST(StaticHostfile, ErrorsNameTheVariableTheTableCameFrom) {
+  launch_env::LaunchEnv env;
+  env.hostfile = "/nonexistent/hosts.json";
+  auto message_of = [&env] {
+    try {
+      read_static_table(env);
+    } catch (const CollectiveError& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message_of().find("read RLX_HOSTFILE: invalid argument: /nonexistent/hosts.json: "
+                              "cannot be read"),
+            std::string::npos)
+      << message_of();
+  env.group_source = launch_env::GroupSource::mlx;
+  EXPECT_NE(message_of().find("read MLX_HOSTFILE"), std::string::npos) << message_of();
+  EXPECT_EQ(message_of().find("RLX_HOSTFILE"), std::string::npos) << message_of();
 }
 
 }  // namespace

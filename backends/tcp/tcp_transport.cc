@@ -60,7 +60,7 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env,
   const Deadline deadline = Clock::now() + env.connect_timeout;
   std::vector<HostPort> table;
   if (!env.hostfile.empty()) {
-    table = read_static_table(env.hostfile);
+    table = read_static_table(env);
     if (table.size() != static_cast<std::size_t>(world_size())) {
       throw CollectiveError(ErrorKind::invalid_argument, startup_site(env, "read the hostfile"),
                             env.hostfile + " lists " + std::to_string(table.size()) +
