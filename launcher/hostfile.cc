@@ -8,6 +8,7 @@
 
 #include "transport/endpoint.h"
 #include "transport/hostfile_reader.h"
+#include "transport/launch_env.h"
 
 namespace rlx::launcher {
 namespace {
@@ -163,6 +164,33 @@ HostSlots mlx_host(const nlohmann::json& entry, std::size_t i, std::string_view 
   return host;
 }
 
+// "envs" reach every rank alike, as rlxrun's own settings do: no rank's
+// place in the group (two ranks told RLX_RANK=0 are two groups of one), and
+// every value checked by the ranks' own parser now, before any rank starts.
+void check_envs(const std::vector<std::string>& envs, std::string_view origin) {
+  for (const std::string& entry : envs) {
+    const std::string name = entry.substr(0, entry.find('='));
+    if (launch_env::is_per_rank_variable(name)) {
+      fail(origin, 0,
+           "\"envs\" sets " + name +
+               ", which the launcher sets for each rank; \"envs\" apply to every rank alike "
+               "(a host's address goes in its \"ips\")");
+    }
+  }
+  try {
+    launch_env::parse([&envs](const char* name) -> const char* {
+      const std::string prefix = std::string(name) + "=";
+      const char* value = nullptr;  // the last entry wins, as when rlxrun sets them
+      for (const std::string& entry : envs) {
+        if (entry.starts_with(prefix)) value = entry.c_str() + prefix.size();
+      }
+      return value;
+    });
+  } catch (const CollectiveError& error) {
+    fail(origin, 0, "\"envs\": " + error.detail() + ": " + error.hint());
+  }
+}
+
 std::vector<std::string> mlx_envs(const nlohmann::json& doc, std::string_view origin) {
   std::vector<std::string> envs;
   if (!doc.contains("envs")) return envs;
@@ -176,6 +204,7 @@ std::vector<std::string> mlx_envs(const nlohmann::json& doc, std::string_view or
     }
     envs.push_back(text);
   }
+  check_envs(envs, origin);
   return envs;
 }
 

@@ -46,7 +46,8 @@ HostList parse_mlx_hostfile(std::string_view text, std::string_view origin);
 // Reads a hostfile, JSON (MLX) when it starts with '[' or '{' and Open MPI
 // text otherwise, through the library's bounded reader
 // (transport/hostfile_reader.h: a pipe or device has `connect_timeout` to
-// end).
+// end). An object's "envs" may not set a rank's place in the group
+// (launch_env::kPerRankVariables) and must parse as the ranks will parse them.
 HostList read_hostfile(const std::string& path, std::chrono::milliseconds connect_timeout);
 
 struct Placement {

@@ -62,6 +62,26 @@ TEST(MlxHostfile, ReadsTheObjectFormWithEnvs) {
                "\"ips\" must be a list");
 }
 
+// "envs" reach every rank alike: never a rank's place in the group, and
+// every value as the ranks will parse it.
+TEST(MlxHostfile, EnvsMayNotPlaceRanksAndMustParse) {
+  for (const char* name : {"RLX_RANK", "RLX_WORLD_SIZE", "RLX_JOB_TOKEN", "RANK", "MLX_RANK"}) {
+    expect_error(
+        [name] {
+          parse_mlx_hostfile(R"({"hosts": ["m1"], "envs": [")" + std::string(name) + R"(=0"]})",
+                             "o.json");
+        },
+        "o.json: \"envs\" sets " + std::string(name) + ", which the launcher sets for each rank");
+  }
+  expect_error(
+      [] { parse_mlx_hostfile(R"({"hosts": ["m1"], "envs": ["RLX_TIMEOUT_S=abc"]})", "o.json"); },
+      "o.json: \"envs\": RLX_TIMEOUT_S='abc' is not valid: RLX_TIMEOUT_S must be");
+  EXPECT_EQ(parse_mlx_hostfile(
+                R"({"hosts": ["m1"], "envs": ["RLX_TIMEOUT_S=abc", "RLX_TIMEOUT_S=5"]})", "o.json")
+                .envs.size(),
+            2u);  // the last one wins, as on the ranks
+}
+
 TEST(MlxHostfile, DeepNestingIsAnErrorNotACrash) {
   expect_error(
       [] {

@@ -58,15 +58,7 @@ bool is_rlx_variable(std::string_view entry) {
 // What rlxrun sets for each rank and job, so never passes on from its own
 // environment (RLX_BACKEND and RLX_IFNAME do, unless a flag sets them).
 bool is_per_job_variable(std::string_view entry) {
-  for (const char* name : {launch_env::kRank, launch_env::kWorldSize, launch_env::kLocalRank,
-                           launch_env::kLocalSize, launch_env::kJobToken, launch_env::kCoordinator,
-                           launch_env::kHostfile, launch_env::kHostAddress}) {
-    const std::string_view view(name);
-    if (entry.starts_with(view) && entry.size() > view.size() && entry[view.size()] == '=') {
-      return true;
-    }
-  }
-  return false;
+  return launch_env::is_per_rank_variable(entry.substr(0, entry.find('=')));
 }
 
 // The RLX_* settings of rlxrun's own environment (RLX_TIMEOUT_S, ...), which
@@ -133,10 +125,12 @@ std::string rendezvous_host(const Options& options, const std::vector<Placement>
 }
 
 // The settings the ranks will read (RLX_CONNECT_TIMEOUT_S, RLX_TCP_LANES, ...),
-// parsed by the library's own parser from what rank_variables gives them, so
-// a malformed value is an error before any rank starts.
-launch_env::LaunchEnv rank_settings(const Options& options) {
-  const auto variables = rank_variables(options, 0, {.local_size = 1}, "", "");
+// parsed by the library's own parser from what rank_variables gives them
+// (rank 0's, with the hostfile's "envs" once it is read), so a malformed
+// value is an error before any rank starts.
+launch_env::LaunchEnv rank_settings(const Options& options,
+                                    const Placement& first = {.local_size = 1}) {
+  const auto variables = rank_variables(options, 0, first, "", "");
   return launch_env::parse([&](const char* name) -> const char* {
     const std::string prefix = std::string(name) + "=";
     for (const auto& entry : variables) {
@@ -343,7 +337,7 @@ int Job::run() {
   std::vector<std::array<int, 2>> copy_fds;
   try {
     rendezvous_address = rendezvous_host(options_, placements_);
-    const launch_env::LaunchEnv settings = rank_settings(options_);
+    const launch_env::LaunchEnv settings = rank_settings(options_, placements_.front());
     check_descriptor_budget(options_, placements_, settings);
     connect_timeout = settings.connect_timeout;
     copy_fds = open_copy_files(options_);

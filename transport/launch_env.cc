@@ -1,5 +1,6 @@
 #include "transport/launch_env.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -272,6 +273,11 @@ ErrorSite startup_site(const LaunchEnv& env, std::string operation) {
   return {.rank = env.rank.value_or(-1),
           .world_size = env.world_size.value_or(-1),
           .operation = std::move(operation)};
+}
+
+bool is_per_rank_variable(std::string_view name) {
+  return std::find(std::begin(kPerRankVariables), std::end(kPerRankVariables), name) !=
+         std::end(kPerRankVariables);
 }
 
 bool ranks_share_cores(int ranks_on_host) {

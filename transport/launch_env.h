@@ -78,6 +78,19 @@ inline constexpr const char* kPmixNamespace = "PMIX_NAMESPACE";
 // (MPICH's hydra, Slurm's pmi2), Slurm's srun.
 inline constexpr const char* kForeignSizes[] = {"PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
 
+// What a launcher sets for each rank: its place in the group (any launcher's
+// rank and size), how it meets the others (rendezvous, static table, job
+// token) and the address it listens on. Settings that every rank gets alike
+// (a hostfile's "envs") must not set these: RLX_RANK=0 there turned
+// `rlxrun -n 2` into two groups of one.
+inline constexpr const char* kPerRankVariables[] = {
+    kRank,       kWorldSize,      kLocalRank,       kLocalSize,      kCoordinator,
+    kJobToken,   kHostfile,       kHostAddress,     kOmpiRank,       kOmpiWorldSize,
+    kTorchRank,  kTorchWorldSize, kTorchLocalRank,  kTorchLocalSize, kMasterAddr,
+    kMasterPort, kTorchRunId,     kMlxRank,         kMlxHostfile,    kMlxWorldSize,
+    kPmixRank,   kPmixNamespace,  kForeignSizes[0], kForeignSizes[1]};
+bool is_per_rank_variable(std::string_view name);
+
 inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
 inline constexpr std::size_t kDefaultUnexpectedCap = std::size_t{1} << 30;

@@ -130,6 +130,19 @@ TEST(LaunchEnv, RlxVariablesWinOverMlxOverTorchrun) {
   EXPECT_EQ(*env.world_size, 3);
 }
 
+// Each launcher's variables place a rank; the settings every rank shares do not.
+TEST(LaunchEnv, PerRankVariablesAreEveryLaunchersRankSizeAndMeetingPoint) {
+  for (const char* name :
+       {"RLX_RANK", "RLX_WORLD_SIZE", "RLX_LOCAL_RANK", "RLX_COORDINATOR", "RLX_JOB_TOKEN",
+        "RLX_HOSTFILE", "RANK", "WORLD_SIZE", "MASTER_PORT", "MLX_RANK", "MLX_HOSTFILE",
+        "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"}) {
+    EXPECT_TRUE(is_per_rank_variable(name)) << name;
+  }
+  for (const char* name : {"RLX_TIMEOUT_S", "RLX_TCP_LANES", "RLX_BACKEND", "RLX_RANKS", "PATH"}) {
+    EXPECT_FALSE(is_per_rank_variable(name)) << name;
+  }
+}
+
 TEST(LaunchEnv, APmixServersProcessHasItsRankAndAsksTheServerForTheSize) {
   const LaunchEnv env = parse_map({{"PMIX_NAMESPACE", "slurm.pmix.7.0"}, {"PMIX_RANK", "2"}});
   EXPECT_EQ(env.group_source, GroupSource::pmix);

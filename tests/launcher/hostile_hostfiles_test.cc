@@ -128,5 +128,27 @@ TEST_F(HostileHostfiles, AFifoNobodyWritesFailsAtTheConnectDeadline) {
   }
 }
 
+// RLX_RANK and RLX_WORLD_SIZE in "envs" made `rlxrun -n 2` two groups of
+// one that both exited 0.
+TEST_F(HostileHostfiles, EnvsThatPlaceRanksAreRefusedBeforeAnyRankStarts) {
+  const fs::path file = write("mlx.json", R"({"hosts": ["localhost", "localhost"],
+                                              "envs": ["RLX_RANK=0", "RLX_WORLD_SIZE=1"]})");
+  const Finished f = rlxrun_with(file);
+  expect_refused(f, file.string() +
+                        ": \"envs\" sets RLX_RANK, which the launcher sets for each rank; "
+                        "\"envs\" apply to every rank alike");
+  EXPECT_EQ(f.exit_code(), 2);
+  EXPECT_FALSE(fs::exists(marker()));
+}
+
+TEST_F(HostileHostfiles, AMalformedSettingInEnvsExitsTwoBeforeAnyRankStarts) {
+  const fs::path file = write("mlx.json", R"({"hosts": ["localhost", "localhost"],
+                                              "envs": ["RLX_TIMEOUT_S=abc"]})");
+  const Finished f = rlxrun_with(file);
+  expect_refused(f, file.string() + ": \"envs\": RLX_TIMEOUT_S='abc' is not valid");
+  EXPECT_EQ(f.exit_code(), 2);
+  EXPECT_FALSE(fs::exists(marker()));
+}
+
 }  // namespace
 }  // namespace rlx::testing
