@@ -1,6 +1,7 @@
 // libFuzzer target: the rendezvous messages a launcher and its ranks exchange.
-// The first byte picks the message; tables are signed with the job token
-// first, so the fuzzer reaches the parser behind the MAC check.
+// The first byte picks the message; tables and waiting notices are signed
+// with the job token first, so the fuzzer reaches the parser behind the MAC
+// check.
 #include "transport/errors.h"
 #include "transport/rendezvous/protocol.h"
 #include "transport/wire.h"
@@ -13,18 +14,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   constexpr std::string_view kToken = "fuzz-token";
   const rlx::auth::Nonce nonce{};
   try {
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
       case 0:
         (void)decode_server_hello(body);
         break;
       case 1:
         (void)decode_register(body, kToken, nonce);
         break;
-      default: {
+      case 2: {
         std::vector<std::byte> signed_body(body.begin(), body.end());
         const rlx::auth::Mac mac = table_mac(signed_body, kToken, nonce);
         signed_body.insert(signed_body.end(), mac.begin(), mac.end());
         (void)decode_table(signed_body, kToken, nonce);
+        break;
+      }
+      default: {
+        std::vector<std::byte> signed_body(body.begin(), body.end());
+        const rlx::auth::Mac mac = waiting_mac(signed_body, kToken, nonce);
+        signed_body.insert(signed_body.end(), mac.begin(), mac.end());
+        (void)is_waiting(signed_body);
+        (void)describe(decode_waiting(signed_body, kToken, nonce));  // as a rank that gives up
       }
     }
   } catch (const rlx::wire::DecodeError&) {

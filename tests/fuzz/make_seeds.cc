@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
       rendezvous::encode_table({{"10.0.0.1", 4000}, {"fd00::2", 4001}}, "fuzz-token", nonce);
   table.resize(table.size() - auth::kMacBytes);  // the fuzzer signs what it is given
   write_bytes("fuzz_rendezvous", "table", table, std::string(1, '\2'));
+  auto waiting = rendezvous::encode_waiting(
+      {.world_size = 4, .missing_count = 2, .missing = {1, 3}, .refusals = {"10.0.0.9: why"}},
+      "fuzz-token", nonce);
+  waiting.resize(waiting.size() - auth::kMacBytes);
+  write_bytes("fuzz_rendezvous", "waiting", waiting, std::string(1, '\3'));
 
   write_bytes("fuzz_agent_request", "request",
               launcher::encode_agent_request({.environment = {"RLX_RANK=1", "RLX_JOB_TOKEN=ab"},

@@ -2,7 +2,8 @@
 // the environment torchrun sets (rank 0 hosting the rendezvous on
 // MASTER_PORT), the one mlx.launch sets (MLX_RANK and a static MLX_HOSTFILE),
 // and rlxrun reading mlx.launch's object-form hostfile. Partial environments
-// are errors, never a group of one.
+// are errors, never a group of one; ranks that never start or are refused
+// are named.
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -89,6 +90,71 @@ TEST(LaunchSources, TorchrunStyleRanksWithTheirOwnTokenRejectAStrangerWithAnothe
   EXPECT_NE(f0.err.find("wrong job token"), std::string::npos) << f0.err;  // dropped, logged
   EXPECT_EQ(f1.exit_code(), 0) << f1.err;
   EXPECT_NE(f1.out.find("rank 1 of 2 (tcp)"), std::string::npos) << f1.out;
+}
+
+// Starts a torchrun-style rank of `n` with `extra` settings (which replace
+// torchrun_env's: a process reads the first of two).
+std::unique_ptr<Subprocess> torchrun_rank(int rank, int n, int port,
+                                          const std::vector<std::string>& extra = {}) {
+  auto env = torchrun_env(rank, n, port);
+  for (const std::string& setting : extra) {
+    const std::string name = setting.substr(0, setting.find('=') + 1);
+    std::erase_if(env, [&](const std::string& entry) { return entry.starts_with(name); });
+    env.push_back(setting);
+  }
+  return std::make_unique<Subprocess>(std::vector<std::string>{HELLO_ALLREDUCE}, env);
+}
+
+// Ranks 0 and 1 of 3 start, rank 2 never does: both give up at their
+// connect deadline naming rank 2 (rank 0 hosts the rendezvous; rank 1 only
+// hears from it, and may see it close first when rank 0 gives up).
+TEST(LaunchSources, TorchrunStyleRanksNameARankThatNeverStarts) {
+  const int port = free_port();
+  auto first = torchrun_rank(0, 3, port, {"RLX_CONNECT_TIMEOUT_S=2"});
+  auto second = torchrun_rank(1, 3, port, {"RLX_CONNECT_TIMEOUT_S=2"});
+  for (auto* rank : {first.get(), second.get()}) {
+    const Finished f = rank->wait(30s);
+    EXPECT_NE(f.exit_code(), 0) << f.out;
+    EXPECT_NE(f.err.find("the table of ranks did not arrive: "), std::string::npos) << f.err;
+    EXPECT_NE(f.err.find("; rank 2 has not registered (2 of 3 have)"), std::string::npos) << f.err;
+  }
+}
+
+// Rank 2 holds another RLX_JOB_TOKEN: rank 0's rendezvous refuses it, and
+// ranks 0 and 1 name it as missing and say what was refused.
+TEST(LaunchSources, TorchrunStyleRanksNameARankRefusedForItsToken) {
+  const int port = free_port();
+  const std::vector<std::string> ours = {"RLX_JOB_TOKEN=ours", "RLX_CONNECT_TIMEOUT_S=3"};
+  auto first = torchrun_rank(0, 3, port, ours);
+  auto second = torchrun_rank(1, 3, port, ours);
+  auto stranger = torchrun_rank(2, 3, port, {"RLX_JOB_TOKEN=theirs", "RLX_CONNECT_TIMEOUT_S=3"});
+  const Finished refused = stranger->wait(30s);
+  EXPECT_NE(refused.exit_code(), 0);
+  EXPECT_NE(refused.err.find("the peer closed the connection after this rank registered: the "
+                             "rendezvous refused the registration"),
+            std::string::npos)
+      << refused.err;
+  for (auto* rank : {first.get(), second.get()}) {
+    const Finished f = rank->wait(30s);
+    EXPECT_NE(f.exit_code(), 0) << f.out;
+    EXPECT_NE(f.err.find("rank 2 has not registered (2 of 3 have); it refused 127.0.0.1: wrong "
+                         "job token (the registration's MAC does not verify) from a process that "
+                         "says it is rank 2 of 3"),
+              std::string::npos)
+        << f.err;
+  }
+}
+
+// Rank 0 hosts the rendezvous: when it never starts, the others say so.
+TEST(LaunchSources, TorchrunStyleRanksNameAMissingRankZeroAsTheRendezvousHost) {
+  const int port = free_port();
+  const Finished f = torchrun_rank(1, 2, port, {"RLX_CONNECT_TIMEOUT_S=1"})->wait(30s);
+  EXPECT_NE(f.exit_code(), 0) << f.out;
+  EXPECT_NE(f.err.find("rank 0, which hosts the rendezvous at MASTER_ADDR:MASTER_PORT, never "
+                       "answered: could not connect to 127.0.0.1:" +
+                       std::to_string(port)),
+            std::string::npos)
+      << f.err;
 }
 
 TEST(LaunchSources, MlxLaunchRanksJoinThroughTheStaticHostfile) {

@@ -1,5 +1,7 @@
 #include "transport/rendezvous/client.h"
 
+#include <optional>
+
 #include "transport/errors.h"
 #include "transport/log.h"
 #include "transport/rendezvous/protocol.h"
@@ -40,6 +42,13 @@ CoordinatorConnection connect_to_coordinator(const launch_env::LaunchEnv& env, D
   try {
     connection.fd = connect_with_retry(connection.address, deadline);
   } catch (const IoError& error) {
+    if (env.group_source == launch_env::GroupSource::torchrun) {
+      throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"),
+                            std::string("rank 0, which hosts the rendezvous at MASTER_ADDR:"
+                                        "MASTER_PORT, never answered: ") +
+                                error.what(),
+                            "is rank 0 running, and is MASTER_ADDR its address?");
+    }
     throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"), error.what(),
                           "is the launcher (RLX_COORDINATOR) still running?");
   }
@@ -53,12 +62,19 @@ std::vector<HostPort> exchange_endpoints(int coordinator, const HostPort& coordi
   const ErrorSite site{.rank = rank,
                        .world_size = world_size,
                        .operation = "rendezvous with " + coordinator_address.to_string()};
+  std::optional<Waiting> last_notice;
+  bool registered = false;
   try {
     const auth::Nonce server_nonce = decode_server_hello(read_message(coordinator, deadline));
     Registration reg{static_cast<std::uint32_t>(world_size), static_cast<std::uint32_t>(rank), self,
                      auth::fresh_nonce()};
     write_message(coordinator, encode_register(reg, token, server_nonce), deadline);
-    auto table = decode_table(read_message(coordinator, deadline), token, reg.nonce);
+    registered = true;
+    auto body = read_message(coordinator, deadline);
+    for (; is_waiting(body); body = read_message(coordinator, deadline)) {
+      last_notice = decode_waiting(body, token, reg.nonce);
+    }
+    auto table = decode_table(body, token, reg.nonce);
     if (table.size() != static_cast<std::size_t>(world_size)) {
       throw wire::DecodeError("the table lists " + std::to_string(table.size()) + " ranks");
     }
@@ -69,10 +85,20 @@ std::vector<HostPort> exchange_endpoints(int coordinator, const HostPort& coordi
   } catch (const IoError& error) {
     const auto kind =
         error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
-    throw CollectiveError(kind, site,
-                          std::string("the table of ranks did not arrive: ") + error.what(),
+    // The last notice names who never came, and any rank the rendezvous
+    // refused; a registration answered by a close was refused itself.
+    std::string detail = std::string("the table of ranks did not arrive: ") + error.what();
+    if (last_notice) {
+      detail += "; " + describe(*last_notice);
+    } else if (registered && kind == ErrorKind::peer_lost) {
+      detail +=
+          " after this rank registered: the rendezvous refused the registration (another "
+          "RLX_JOB_TOKEN or group size, or this rank twice: its log says which) or stopped";
+    }
+    throw CollectiveError(kind, site, detail,
                           "every rank must start and reach rlx::init within "
-                          "RLX_CONNECT_TIMEOUT_S; the launcher names ranks that never did");
+                          "RLX_CONNECT_TIMEOUT_S, with this job's RLX_JOB_TOKEN; the launcher "
+                          "names ranks that never did");
   }
 }
 

@@ -3,10 +3,16 @@
 //   server -> rank    ServerHello  nonce_s
 //   rank   -> server  Register     world size, rank, host, port, nonce_c,
 //                                  MAC(token, register body | nonce_s)
+//   server -> rank    Waiting      (while ranks are missing, at most twice a second)
+//                                  the ranks not registered yet, registrations it
+//                                  refused, MAC(token, waiting | nonce_c)
 //   server -> rank    Table        every rank's host:port, MAC(token, table | nonce_c)
 //
 // Each message travels as a u32 length and a body of at most kMaxMessageBytes.
-// The server is rlxrun (or any launcher); the client is every rank.
+// The server is rlxrun (or any launcher, or a torchrun-style rank 0); the
+// client is every rank. A rank that gives up waiting for the table names
+// the ranks of the last Waiting it read, so every rank, not only the server,
+// says who never started or was refused.
 #pragma once
 
 #include <cstddef>
@@ -43,6 +49,32 @@ std::vector<std::byte> encode_register(const Registration& r, std::string_view t
 Registration decode_register(std::span<const std::byte> body, std::string_view token,
                              const auth::Nonce& server_nonce);
 
+// Who the server still waits for, as far as a message lists them.
+struct Waiting {
+  std::uint32_t world_size = 0;
+  std::uint32_t missing_count = 0;     // every rank not registered yet
+  std::vector<std::uint32_t> missing;  // the first kMaxListedRanks of them
+  // "ADDRESS: why" of the last kMaxListedRefusals registrations refused
+  // (another job token, world size or a duplicate rank), at most
+  // kMaxRefusalLength bytes each.
+  std::vector<std::string> refusals;
+  friend bool operator==(const Waiting&, const Waiting&) = default;
+};
+inline constexpr std::size_t kMaxListedRanks = 16;
+inline constexpr std::size_t kMaxListedRefusals = 4;
+inline constexpr std::size_t kMaxRefusalLength = 200;
+
+std::vector<std::byte> encode_waiting(const Waiting& waiting, std::string_view token,
+                                      const auth::Nonce& client_nonce);
+// Authenticates and decodes; throws wire::DecodeError.
+Waiting decode_waiting(std::span<const std::byte> body, std::string_view token,
+                       const auth::Nonce& client_nonce);
+// True when `body` (after the registration) is a Waiting, not the Table.
+bool is_waiting(std::span<const std::byte> body);
+// "ranks 2, 3 have not registered (2 of 4 have); it refused ADDRESS: why":
+// what a rank that gives up says about the others.
+std::string describe(const Waiting& waiting);
+
 std::vector<std::byte> encode_table(const std::vector<HostPort>& table, std::string_view token,
                                     const auth::Nonce& client_nonce);
 std::vector<HostPort> decode_table(std::span<const std::byte> body, std::string_view token,
@@ -53,5 +85,8 @@ std::vector<HostPort> decode_table(std::span<const std::byte> body, std::string_
 // inputs with it to reach the parser behind the check).
 auth::Mac table_mac(std::span<const std::byte> signed_part, std::string_view token,
                     const auth::Nonce& client_nonce);
+// The same for a Waiting.
+auth::Mac waiting_mac(std::span<const std::byte> signed_part, std::string_view token,
+                      const auth::Nonce& client_nonce);
 
 }  // namespace rlx::rendezvous

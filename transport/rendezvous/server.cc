@@ -1,5 +1,8 @@
 #include "transport/rendezvous/server.h"
 
+#include <deque>
+#include <optional>
+
 #include "transport/asio.h"
 #include "transport/log.h"
 #include "transport/pending_handshakes.h"
@@ -14,6 +17,8 @@ namespace {
 
 // A connection must register within this time, or it is dropped.
 constexpr auto kRegisterWithin = std::chrono::seconds(10);
+// How often, at most, registered ranks hear who is still missing.
+constexpr auto kNoticeEvery = std::chrono::milliseconds(500);
 
 std::vector<std::byte> framed(std::vector<std::byte> body) {
   wire::ByteWriter w;
@@ -34,6 +39,11 @@ struct Server::Impl {
     auth::Nonce server_nonce = auth::fresh_nonce();
     auth::Nonce client_nonce{};
     std::vector<std::byte> out;
+    bool writing = false;
+    // The next message while one is being written: a newer notice or the
+    // table replaces an older notice, which says less.
+    std::optional<std::vector<std::byte>> queued;
+    bool queued_is_table = false;
     std::array<std::byte, 4> length{};
     std::vector<std::byte> body;
     std::string peer;
@@ -92,10 +102,19 @@ struct Server::Impl {
     });
   }
 
-  void reject(const std::shared_ptr<Session>& s, const std::string& why) {
+  // `registration`: the connection spoke the protocol but was refused (another
+  // token, world size, a rank twice): the registered ranks hear of it too,
+  // since it is likely one of theirs, misconfigured.
+  void reject(const std::shared_ptr<Session>& s, const std::string& why,
+              bool registration = false) {
     if (std::exchange(s->rejected, true)) return;  // its pending reads fail next: said once
     pending.finished(s->ticket);
     log_warning("rendezvous: dropped a connection from " + s->peer + ": " + why);
+    if (registration) {
+      if (refusals.size() == kMaxListedRefusals) refusals.pop_front();
+      refusals.push_back(s->peer + ": " + why);
+      schedule_notice();
+    }
     boost::system::error_code ignored;
     s->timer.cancel();
     s->socket.close(ignored);
@@ -133,33 +152,95 @@ struct Server::Impl {
     try {
       reg = decode_register(s->body, token, s->server_nonce);
     } catch (const wire::DecodeError& error) {
-      return reject(s, error.what());
+      return reject(s, error.what(), /*registration=*/true);
     }
     if (reg.world_size != slots.size()) {
-      return reject(s, "registered for a world of " + std::to_string(reg.world_size) +
-                           " ranks; this job has " + std::to_string(slots.size()));
+      return reject(s,
+                    "registered for a world of " + std::to_string(reg.world_size) +
+                        " ranks; this job has " + std::to_string(slots.size()),
+                    /*registration=*/true);
     }
     {
       std::lock_guard lock(mutex);
-      if (slots[reg.rank])
-        return reject(s, "rank " + std::to_string(reg.rank) + " registered twice");
+      if (slots[reg.rank]) {
+        return reject(s, "rank " + std::to_string(reg.rank) + " registered twice",
+                      /*registration=*/true);
+      }
       slots[reg.rank] = s;
       table_entries[reg.rank] = reg.endpoint;
     }
     pending.finished(s->ticket);
     s->timer.cancel();
     s->client_nonce = reg.nonce;
-    if (++owner.registered_ == static_cast<int>(slots.size())) send_tables();
+    if (++owner.registered_ == static_cast<int>(slots.size())) return send_tables();
+    // The newcomer hears at once who is missing (its deadline may be near);
+    // the others at the next notice.
+    send(s, framed(encode_waiting(waiting_now(), token, s->client_nonce)), false);
+    schedule_notice();
   }
 
   void send_tables() {
-    for (auto& s : slots) {
-      s->out = framed(encode_table(table_entries, token, s->client_nonce));
-      asio::async_write(s->socket, asio::buffer(s->out), [s](auto, std::size_t) {
-        boost::system::error_code ignored;
-        s->socket.shutdown(tcp::socket::shutdown_send, ignored);
-      });
+    for (auto& s : slots)
+      send(s, framed(encode_table(table_entries, token, s->client_nonce)), true);
+  }
+
+  // Writes one message at a time; after the table, the rank has all it needs.
+  void send(const std::shared_ptr<Session>& s, std::vector<std::byte> message, bool table) {
+    if (s->writing) {
+      if (!s->queued_is_table) {
+        s->queued = std::move(message);
+        s->queued_is_table = table;
+      }
+      return;
     }
+    s->writing = true;
+    s->out = std::move(message);
+    asio::async_write(s->socket, asio::buffer(s->out), [this, s, table](auto ec, std::size_t) {
+      s->writing = false;
+      boost::system::error_code ignored;
+      if (table) s->socket.shutdown(tcp::socket::shutdown_send, ignored);
+      if (ec || table || !s->queued) return;
+      auto next = std::move(*std::exchange(s->queued, std::nullopt));
+      send(s, std::move(next), std::exchange(s->queued_is_table, false));
+    });
+  }
+
+  Waiting waiting_now() {
+    Waiting waiting{.world_size = static_cast<std::uint32_t>(slots.size())};
+    std::lock_guard lock(mutex);
+    for (std::size_t r = 0; r < slots.size(); ++r) {
+      if (slots[r]) continue;
+      ++waiting.missing_count;
+      if (waiting.missing.size() < kMaxListedRanks) {
+        waiting.missing.push_back(static_cast<std::uint32_t>(r));
+      }
+    }
+    waiting.refusals.assign(refusals.begin(), refusals.end());
+    return waiting;
+  }
+
+  // Tells every registered rank who is missing, at most every kNoticeEvery,
+  // so a rank that gives up can name them (O(ranks) messages a notice).
+  void schedule_notice() {
+    if (std::exchange(notice_scheduled, true)) return;
+    notice_timer.expires_after(kNoticeEvery);
+    notice_timer.async_wait([this](boost::system::error_code ec) {
+      notice_scheduled = false;
+      if (ec || owner.complete()) return;
+      const Waiting waiting = waiting_now();
+      for (auto& s : registered_sessions()) {
+        send(s, framed(encode_waiting(waiting, token, s->client_nonce)), false);
+      }
+    });
+  }
+
+  std::vector<std::shared_ptr<Session>> registered_sessions() {
+    std::lock_guard lock(mutex);
+    std::vector<std::shared_ptr<Session>> out;
+    for (auto& s : slots) {
+      if (s) out.push_back(s);
+    }
+    return out;
   }
 
   Server& owner;
@@ -172,6 +253,9 @@ struct Server::Impl {
   std::mutex mutex;
   std::vector<std::shared_ptr<Session>> slots;
   std::vector<HostPort> table_entries;
+  std::deque<std::string> refusals;  // the last kMaxListedRefusals, for the notices
+  asio::steady_timer notice_timer{io};
+  bool notice_scheduled = false;
 };
 
 const std::string& Server::token() const { return impl_->token; }

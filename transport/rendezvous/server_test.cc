@@ -69,6 +69,10 @@ TEST(RendezvousServer, AClientGivesUpAtItsDeadlineNamingTheCoordinator) {
   } catch (const CollectiveError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::timeout);
     EXPECT_NE(std::string(error.what()).find(server.address().to_string()), std::string::npos);
+    // The server's notice, sent as the rank registered, names who is missing.
+    EXPECT_NE(std::string(error.what()).find("; rank 1 has not registered (1 of 2 have)"),
+              std::string::npos)
+        << error.what();
   }
   EXPECT_EQ(server.missing(), (std::vector<int>{1}));
 }
