@@ -100,11 +100,13 @@ std::shared_ptr<Transport> join_through_pmix(BackendKind kind, launch_env::Launc
 }
 
 // Rank 0 of a torchrun-style launch serves the rendezvous on MASTER_PORT,
-// on every address of this host (MASTER_ADDR names one of them).
+// on MASTER_ADDR when that is an address of this host (every address when it
+// is a name), as the mesh listens.
 std::unique_ptr<rendezvous::Server> host_rendezvous(const launch_env::LaunchEnv& env) {
   const HostPort at = parse_host_port(env.coordinator, "MASTER_ADDR:MASTER_PORT");
   try {
-    return std::make_unique<rendezvous::Server>(*env.world_size, env.job_token, "0.0.0.0", at.port);
+    return std::make_unique<rendezvous::Server>(
+        *env.world_size, env.job_token, listen_address_for(at.host, /*chosen=*/true), at.port);
   } catch (const std::exception& error) {
     throw CollectiveError(ErrorKind::backend_unavailable,
                           launch_env::startup_site(env, "host the rendezvous"), error.what(),

@@ -223,4 +223,9 @@ bool is_loopback_address(const std::string& numeric_address) {
   return bytes && is_loopback(*bytes);
 }
 
+std::string listen_address_for(const std::string& advertised, bool chosen) {
+  if (is_loopback_address(advertised) || (chosen && is_this_host(advertised))) return advertised;
+  return advertised.find(':') != std::string::npos ? "::" : "0.0.0.0";
+}
+
 }  // namespace rlx

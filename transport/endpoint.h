@@ -54,4 +54,11 @@ bool is_this_host(const std::string& numeric_address);
 // True for a numeric loopback address (127.0.0.0/8, ::1); false for names.
 bool is_loopback_address(const std::string& numeric_address);
 
+// The address a socket that is reached at `advertised` listens on: that
+// address itself when it is a loopback one (nothing outside needs to reach
+// it), or when it was `chosen` (RLX_HOST_ADDRESS, RLX_IFNAME, MASTER_ADDR)
+// and belongs to this host; otherwise every address of its family ("0.0.0.0"
+// or "::"), since names, and addresses of other hosts (NAT), bind nowhere.
+std::string listen_address_for(const std::string& advertised, bool chosen);
+
 }  // namespace rlx

@@ -77,6 +77,15 @@ TEST(Endpoint, RejectsMalformedEndpointsNamingTheSetting) {
   }
 }
 
+TEST(ListenAddress, LoopbackAndChosenAddressesOfThisHostAreBoundTheRestListensEverywhere) {
+  EXPECT_EQ(listen_address_for("127.0.0.1", false), "127.0.0.1");
+  EXPECT_EQ(listen_address_for("::1", false), "::1");
+  EXPECT_EQ(listen_address_for("127.0.0.1", true), "127.0.0.1");
+  EXPECT_EQ(listen_address_for("192.0.2.1", true), "0.0.0.0");  // another host's (NAT)
+  EXPECT_EQ(listen_address_for("2001:db8::1", true), "::");
+  EXPECT_EQ(listen_address_for("node1", true), "0.0.0.0");  // names bind nowhere
+}
+
 TEST(Endpoint, FindsTheLoopbackInterfaceAndNamesTheKnownOnes) {
   EXPECT_EQ(interface_address("lo"), "127.0.0.1");
   try {

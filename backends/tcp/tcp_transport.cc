@@ -21,15 +21,6 @@ namespace {
 // How long shutdown waits for peers to close their side before closing ours.
 constexpr auto kLinger = std::chrono::seconds(2);
 
-// The address to listen on: the interface's when RLX_IFNAME names one, the
-// loopback address when the peers are reached through it (a job on this host
-// only: nothing outside needs to reach it), otherwise every address of the
-// family that reaches the peers.
-std::string bind_host_for(const std::string& advertised, const std::string& ifname) {
-  if (!ifname.empty() || is_loopback_address(advertised)) return advertised;
-  return advertised.find(':') != std::string::npos ? "::" : "0.0.0.0";
-}
-
 }  // namespace
 
 struct TcpTransport::Io {
@@ -89,8 +80,8 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& 
 
 HostPort TcpTransport::listen(const std::string& host, std::uint16_t port) {
   host_ = host;
-  listener_ =
-      std::make_unique<Listener>(io_->context, bind_host_for(host, env_.ifname), port, spec_);
+  listener_ = std::make_unique<Listener>(
+      io_->context, listen_address_for(host, configured_address(env_).has_value()), port, spec_);
   return {host, listener_->port()};
 }
 

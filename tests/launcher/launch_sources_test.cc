@@ -1,16 +1,24 @@
 // Programs started by other launchers join one group: real processes with
 // the environment torchrun sets (rank 0 hosting the rendezvous on
-// MASTER_PORT), the one mlx.launch sets (MLX_RANK and a static MLX_HOSTFILE),
-// and rlxrun reading mlx.launch's object-form hostfile. Partial environments
-// are errors, never a group of one; ranks that never start or are refused
-// are named.
+// MASTER_PORT, and only there), the one mlx.launch sets (MLX_RANK and a
+// static MLX_HOSTFILE), and rlxrun reading mlx.launch's object-form hostfile
+// (its "ips" where ranks listen). Partial environments are errors, never a
+// group of one; ranks that never start or are refused are named.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -155,6 +163,120 @@ TEST(LaunchSources, TorchrunStyleRanksNameAMissingRankZeroAsTheRendezvousHost) {
                        std::to_string(port)),
             std::string::npos)
       << f.err;
+}
+
+// An IPv4 address of this host other than loopback, or "" when it has none.
+std::string other_local_address() {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string found;
+  for (const ifaddrs* a = list; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET ||
+        (a->ifa_flags & IFF_LOOPBACK) != 0 || (a->ifa_flags & IFF_UP) == 0) {
+      continue;
+    }
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, text,
+                sizeof text);
+    found = text;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// 0 when a TCP connection to address:port is accepted, else its errno.
+int connect_error(const std::string& address, int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(static_cast<std::uint16_t>(port));
+  ::inet_pton(AF_INET, address.c_str(), &to.sin_addr);
+  const int error = ::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) == 0 ? 0 : errno;
+  ::close(fd);
+  return error;
+}
+
+// Rank 0 hosts the rendezvous on MASTER_ADDR, an address of this host: it
+// listens there only (it listened on 0.0.0.0), so the port is refused on
+// every other address; the job still forms.
+TEST(LaunchSources, TorchrunStyleRankZeroListensOnlyOnMasterAddr) {
+  std::vector<std::string> masters = {"127.0.0.1"};
+  if (const std::string other = other_local_address(); !other.empty()) masters.push_back(other);
+  for (const std::string& master : masters) {
+    const std::string elsewhere = master == "127.0.0.1" ? "127.0.0.2" : "127.0.0.1";
+    const int port = free_port();
+    auto env0 = torchrun_env(0, 2, port), env1 = torchrun_env(1, 2, port);
+    for (auto* env : {&env0, &env1})
+      std::replace(env->begin(), env->end(), std::string("MASTER_ADDR=127.0.0.1"),
+                   "MASTER_ADDR=" + master);
+    Subprocess first(std::vector<std::string>{HELLO_ALLREDUCE}, env0);
+    const auto until = std::chrono::steady_clock::now() + 20s;
+    while (connect_error(master, port) != 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(20ms);
+    }
+    EXPECT_EQ(connect_error(master, port), 0) << "rank 0 does not listen on " << master;
+    EXPECT_EQ(connect_error(elsewhere, port), ECONNREFUSED)
+        << "rank 0 also listens on " << elsewhere << " (MASTER_ADDR=" << master << ")";
+    Subprocess second(std::vector<std::string>{HELLO_ALLREDUCE}, env1);
+    for (auto* rank : {&first, &second}) {
+      const Finished f = rank->wait(60s);
+      EXPECT_EQ(f.exit_code(), 0) << f.err;
+      EXPECT_NE(f.out.find(" of 2 (tcp): all_sum of 1048576 floats = 3, 0 wrong"),
+                std::string::npos)
+          << f.out;
+    }
+  }
+}
+
+// The listening sockets of process `pid`, as `ss -Hltnp` shows them (other
+// tests' ranks may run at the same time).
+std::vector<std::string> listeners_of(const std::string& pid) {
+  std::vector<std::string> found;
+  std::FILE* ss = ::popen("ss -Hltnp 2>/dev/null", "r");
+  if (ss == nullptr) return found;
+  char line[1024];
+  while (std::fgets(line, sizeof line, ss) != nullptr) {
+    if (std::strstr(line, (",pid=" + pid + ",").c_str()) != nullptr) found.emplace_back(line);
+  }
+  ::pclose(ss);
+  return found;
+}
+
+// A host's "ips"[0] in an mlx.launch hostfile is where its ranks listen,
+// not only where they are reached (they listened on 0.0.0.0).
+TEST(LaunchSources, RlxrunRanksListenOnTheirHostsIpsAddressOnly) {
+  const std::string address = other_local_address();
+  if (address.empty()) GTEST_SKIP() << "this host has no address besides loopback";
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("mlx_ips_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << R"({"hosts": [{"ssh": "localhost", "ips": [")" << address
+                      << R"("]}, {"ssh": "localhost", "ips": [")" << address << R"("]}]})";
+  const fs::path pid_file = fs::path(file).replace_extension("pid");
+  fs::remove(pid_file);
+  // Rank 1 starts 3 s late, so rank 0 listens (and waits) meanwhile. The
+  // sleep is the stimulus; a later rank 1 only leaves more time to look.
+  Subprocess job({RLXRUN, "--hostfile", file.string(), "-n", "2", "sh", "-c",
+                  "if [ $RLX_RANK = 1 ]; then sleep 3; else echo $$ > " + pid_file.string() +
+                      "; fi; exec " HELLO_ALLREDUCE});
+  std::vector<std::string> listeners;
+  std::string rank0;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (listeners.empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(50ms);
+    if (rank0.empty()) std::ifstream(pid_file) >> rank0;
+    if (!rank0.empty()) listeners = listeners_of(rank0);
+  }
+  ASSERT_FALSE(listeners.empty()) << "rank 0 never listened";
+  for (const std::string& line : listeners) {
+    EXPECT_NE(line.find(" " + address + ":"), std::string::npos) << line;
+  }
+  const Finished f = job.wait(60s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.out.find("rank 1 of 2 (tcp): all_sum of 1048576 floats = 3, 0 wrong"),
+            std::string::npos)
+      << f.out;
+  fs::remove(file);
+  fs::remove(pid_file);
 }
 
 TEST(LaunchSources, MlxLaunchRanksJoinThroughTheStaticHostfile) {
