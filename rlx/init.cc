@@ -46,15 +46,19 @@ struct World {
   std::shared_ptr<pmix::Client> pmix;
 };
 
-// MLX_HOSTFILE without MLX_WORLD_SIZE: the table's length is the group's size.
+// MLX_HOSTFILE without MLX_WORLD_SIZE: the table's length is the group's
+// size. An MLX_RANK outside it is a setting to fix, not a rank of a group.
 void size_from_static_table(launch_env::LaunchEnv& env) {
   if (env.group_source != launch_env::GroupSource::mlx || env.world_size) return;
-  env.world_size = static_cast<int>(tcp::read_static_table(env).size());
-  if (*env.rank >= *env.world_size) {
-    throw CollectiveError(ErrorKind::invalid_argument, launch_env::startup_site(env, "init"),
-                          "MLX_RANK=" + std::to_string(*env.rank) + " but " + env.hostfile +
-                              " lists " + std::to_string(*env.world_size) + " ranks");
+  const auto hosts = tcp::read_static_table(env).size();
+  if (static_cast<std::size_t>(*env.rank) >= hosts) {
+    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "init"},
+                          "MLX_RANK=" + std::to_string(*env.rank) + " but MLX_HOSTFILE lists " +
+                              std::to_string(hosts) + (hosts == 1 ? " host" : " hosts") + " (" +
+                              env.hostfile + ")",
+                          "MLX_RANK counts from 0 to one less than the hosts in MLX_HOSTFILE");
   }
+  env.world_size = static_cast<int>(hosts);
 }
 
 // Where a rank that joins through PMIx listens: the configured address;

@@ -315,6 +315,25 @@ TEST(LaunchSources, AnMlxWorldSizeThatDisagreesWithTheHostfileIsAnError) {
   fs::remove(file);
 }
 
+// An MLX_RANK past the hostfile's hosts is a setting to fix, named in
+// mlx.launch's words: not "rlx rank 5 of 2", nor RLX_HOSTFILE.
+TEST(LaunchSources, AnMlxRankOutsideTheHostfileIsAnErrorNamingBothNumbers) {
+  const fs::path file =
+      fs::path(::testing::TempDir()) / ("mlx_rank5_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << "[[\"127.0.0.1:" << free_port() << "\"], [\"127.0.0.1:" << free_port()
+                      << "\"]]";
+  Subprocess rank({HELLO_ALLREDUCE}, {"MLX_RANK=5", "MLX_HOSTFILE=" + file.string()});
+  const Finished f = rank.wait(30s);
+  EXPECT_NE(f.exit_code(), 0) << f.out;
+  EXPECT_NE(f.err.find("invalid argument: MLX_RANK=5 but MLX_HOSTFILE lists 2 hosts (" +
+                       file.string() + ")"),
+            std::string::npos)
+      << f.err;
+  EXPECT_EQ(f.err.find("rank 5 of 2"), std::string::npos) << f.err;
+  EXPECT_EQ(f.err.find("RLX_HOSTFILE"), std::string::npos) << f.err;
+  fs::remove(file);
+}
+
 TEST(LaunchSources, RlxrunReadsMlxLaunchsObjectHostfileWithItsIpsAndEnvs) {
   const fs::path file =
       fs::path(::testing::TempDir()) / ("mlx_object_" + std::to_string(::getpid()) + ".json");
