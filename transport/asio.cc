@@ -1,8 +1,21 @@
 #include "transport/asio.h"
 
+#include "transport/errors.h"
 #include "transport/log.h"
 
 namespace rlx {
+
+IoContext::IoContext() try : boost
+  ::asio::io_context() {
+    // Asio makes its reactor (epoll, eventfd, timerfd) when the first timer or
+    // socket needs it: make it now, where its failure is caught.
+    const boost::asio::steady_timer makes_the_reactor(*this);
+  }
+catch (const boost::system::system_error& error) {
+  if (!is_out_of_descriptors(error.code().value())) throw;
+  throw out_of_descriptors({.operation = "set up a group"},
+                           "an event loop (epoll, eventfd, timerfd)", error.code().value());
+}
 
 // The pause before accepting again after a passing failure.
 constexpr std::chrono::milliseconds kAcceptRetryPause{100};

@@ -12,6 +12,16 @@
 
 namespace rlx {
 
+// An io_context whose construction makes its reactor at once, and fails with
+// CollectiveError resource_exhausted naming the descriptor limit
+// (out_of_descriptors) when no descriptor is left for its epoll, eventfd and
+// timerfd: a split() at the limit failed with Asio's bare system_error,
+// which nothing expects, when the first socket or timer made it lazily.
+class IoContext : public boost::asio::io_context {
+ public:
+  IoContext();
+};
+
 // What an accept loop does after async_accept fails. A closed acceptor ends
 // the loop. Anything else (out of descriptors under a flood of connections,
 // out of memory, a connection reset before it was taken) passes: the loop

@@ -1,6 +1,10 @@
 #include "transport/errors.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+
+#include <sys/resource.h>
 
 namespace rlx {
 namespace {
@@ -77,6 +81,27 @@ std::string format_bytes(std::size_t bytes) {
     std::snprintf(text, sizeof text, "%.1f %s", value, kUnits[unit]);
   }
   return text;
+}
+
+bool is_out_of_descriptors(int error_number) {
+  return error_number == EMFILE || error_number == ENFILE;
+}
+
+CollectiveError out_of_descriptors(ErrorSite site, std::string_view what, int error_number) {
+  std::string limit = "the system's limit (fs.file-max)";
+  if (rlimit files{}; error_number == EMFILE && ::getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    limit = "this process's limit of " +
+            (files.rlim_cur == RLIM_INFINITY ? std::string("unlimited")
+                                             : std::to_string(files.rlim_cur)) +
+            " open files (ulimit -n)";
+  }
+  return CollectiveError(ErrorKind::resource_exhausted, std::move(site),
+                         "cannot create " + std::string(what) + ": " + std::strerror(error_number) +
+                             ": " + limit + " is reached",
+                         "raise it (ulimit -n, prlimit, LimitNOFILE= for a service), or hold "
+                         "fewer groups or connections at once: a TCP group holds 1 + "
+                         "RLX_TCP_LANES connections to each of its other ranks, and a few "
+                         "descriptors of its own");
 }
 
 std::string excerpt(std::string_view text, std::size_t limit) {

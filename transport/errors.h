@@ -60,6 +60,16 @@ class CollectiveError : public Error {
   std::string hint_;
 };
 
+// True for EMFILE and ENFILE: no file descriptor is left, to this process
+// (ulimit -n) or to the system (fs.file-max).
+bool is_out_of_descriptors(int error_number);
+
+// resource_exhausted for `what` ("a socket to connect to ...") that could
+// not be made for lack of descriptors (`error_number`: EMFILE or ENFILE):
+// names the limit that was reached, its value, and what to do. A limit
+// reached mid-setup otherwise surfaced as a peer that "never connected".
+CollectiveError out_of_descriptors(ErrorSite site, std::string_view what, int error_number);
+
 // "4 KiB", "1.5 MiB", "12 B": sizes as people read them.
 std::string format_bytes(std::size_t bytes);
 

@@ -1,6 +1,9 @@
 #include "transport/errors.h"
 
+#include <cerrno>
+
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 namespace rlx {
 namespace {
@@ -58,6 +61,26 @@ TEST(FormatBytes, ReadsLikeAPerson) {
   EXPECT_EQ(format_bytes(1536 * 1024), "1.5 MiB");
   EXPECT_EQ(format_bytes(std::size_t{64} << 20), "64 MiB");
   EXPECT_EQ(describe_elements(3, Dtype::bf16), "3 x bf16 (6 B)");
+}
+
+TEST(OutOfDescriptors, IsResourceExhaustedNamingTheLimitAndWhatToDo) {
+  EXPECT_TRUE(is_out_of_descriptors(EMFILE));
+  EXPECT_TRUE(is_out_of_descriptors(ENFILE));
+  EXPECT_FALSE(is_out_of_descriptors(ECONNREFUSED));
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  const CollectiveError error =
+      out_of_descriptors({.rank = 1, .world_size = 2, .operation = "listen"}, "a socket", EMFILE);
+  EXPECT_EQ(error.kind(), ErrorKind::resource_exhausted);
+  EXPECT_NE(std::string(error.what())
+                .find("cannot create a socket: Too many open files: this "
+                      "process's limit of " +
+                      std::to_string(files.rlim_cur) + " open files (ulimit -n) is reached"),
+            std::string::npos)
+      << error.what();
+  EXPECT_NE(error.hint().find("raise it (ulimit -n"), std::string::npos);
+  EXPECT_NE(std::string(out_of_descriptors({}, "x", ENFILE).what()).find("(fs.file-max)"),
+            std::string::npos);
 }
 
 TEST(Excerpt, IsShortAndPrintable) {

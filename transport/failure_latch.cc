@@ -1,5 +1,6 @@
 #include "transport/failure_latch.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <stdexcept>
 
@@ -9,6 +10,9 @@
 namespace rlx {
 
 FailureLatch::FailureLatch() : wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  if (wake_fd_ < 0 && is_out_of_descriptors(errno)) {
+    throw out_of_descriptors({.operation = "set up a group"}, "the failure latch's eventfd", errno);
+  }
   if (wake_fd_ < 0) throw std::runtime_error("eventfd failed");
 }
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "transport/congestion_control.h"
+#include "transport/errors.h"
 
 namespace rlx {
 namespace {
@@ -188,6 +189,9 @@ UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
         UniqueFd fd;
         const int error = try_connect(*ai, deadline, congestion, fd);
         if (error == 0) return fd;
+        if (is_out_of_descriptors(error)) {
+          throw IoError(IoError::Kind::out_of_descriptors, "socket: " + errno_text(error), error);
+        }
         last_error = errno_text(error);
       }
     }

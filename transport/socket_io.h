@@ -46,12 +46,17 @@ class UniqueFd {
 
 class IoError : public std::runtime_error {
  public:
-  enum class Kind { timeout, closed, failed, woken };
-  IoError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  // out_of_descriptors: no socket could be made (EMFILE, ENFILE), which
+  // waiting does not cure; callers say so with out_of_descriptors() (errors.h).
+  enum class Kind { timeout, closed, failed, woken, out_of_descriptors };
+  IoError(Kind kind, const std::string& what, int error_number = 0)
+      : std::runtime_error(what), kind_(kind), error_number_(error_number) {}
   Kind kind() const { return kind_; }
+  int error_number() const { return error_number_; }  // errno, when one says why
 
  private:
   Kind kind_;
+  int error_number_;
 };
 
 // Waits for `events` (POLLIN/POLLOUT) on fd. Throws IoError timeout at the
@@ -69,7 +74,8 @@ void recv_exact(int fd, std::span<std::byte> into, Deadline deadline, int wake_f
 // Connects to the first address of `target` that accepts, retrying refused
 // or unreachable attempts with growing pauses until the deadline, with the
 // congestion control `congestion` chooses (the system's when null). Throws
-// IoError timeout naming the address and the last error.
+// IoError timeout naming the address and the last error, or at once
+// out_of_descriptors when no socket can be made.
 UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
                             const CongestionControl* congestion = nullptr);
 

@@ -330,7 +330,14 @@ std::shared_ptr<Transport> Transport::split(int color, int key) {
       plan.members.push_back(member);
     }
   }
-  return do_split(plan);
+  try {
+    return do_split(plan);
+  } catch (const CollectiveError& error) {
+    // What failed before the new group knew its ranks (its event loop, its
+    // latch) is told from this group's rank.
+    if (error.rank() < 0) throw error.seen_from(site("split"));
+    throw;
+  }
 }
 
 }  // namespace rlx

@@ -55,6 +55,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
     acceptor.async_accept(
         [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
           if (ec) {
+            if (is_out_of_descriptors(ec.value())) self->out_of_descriptors(ec.value());
             self->accept_retry.after_failure(ec, self->acceptor,
                                              "rank " + std::to_string(self->spec.rank),
                                              [self] { self->accept(); });
@@ -184,6 +185,17 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
 
   bool complete() { return missing_description().empty(); }
 
+  // A peer's connection cannot be taken: the wait for peers fails now,
+  // naming the limit, instead of at the deadline as "never connected".
+  void out_of_descriptors(int error_number) {
+    {
+      std::lock_guard lock(mutex);
+      if (closed || accept_error != 0) return;
+      accept_error = error_number;
+    }
+    changed.notify_all();
+  }
+
   tcp::acceptor acceptor;
   AcceptRetry accept_retry;
   PendingHandshakes pending;
@@ -192,6 +204,7 @@ struct Listener::Impl : std::enable_shared_from_this<Impl> {
   std::condition_variable changed;
   std::vector<std::vector<UniqueFd>> arrived;
   bool closed = false;
+  int accept_error = 0;  // EMFILE or ENFILE while peers were expected
 };
 
 Listener::Listener(asio::io_context& io, const std::string& bind_host, std::uint16_t port,
@@ -205,9 +218,13 @@ Listener::Listener(asio::io_context& io, const std::string& bind_host, std::uint
     impl_->acceptor.bind(endpoint);
     impl_->acceptor.listen(asio::socket_base::max_listen_connections);
   } catch (const boost::system::system_error& error) {
+    const ErrorSite site{
+        .rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "listen"};
+    if (is_out_of_descriptors(error.code().value())) {
+      throw out_of_descriptors(site, "a socket to listen on", error.code().value());
+    }
     throw CollectiveError(
-        ErrorKind::invalid_argument,
-        {.rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "listen"},
+        ErrorKind::invalid_argument, site,
         "cannot listen on " + HostPort{bind_host, port}.to_string() + ": " + error.code().message(),
         "the address must belong to this host and the port must be free");
   }
@@ -223,10 +240,17 @@ std::uint16_t Listener::port() const { return impl_->acceptor.local_endpoint().p
 
 std::vector<std::vector<UniqueFd>> Listener::wait_for_peers(Deadline deadline) {
   std::unique_lock lock(impl_->mutex);
-  if (!impl_->changed.wait_until(lock, deadline, [this] { return impl_->complete(); })) {
+  const ErrorSite site{
+      .rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "connect"};
+  const bool done = impl_->changed.wait_until(
+      lock, deadline, [this] { return impl_->complete() || impl_->accept_error != 0; });
+  if (!impl_->complete() && impl_->accept_error != 0) {
+    throw out_of_descriptors(site, "a connection from ranks " + impl_->missing_description(),
+                             impl_->accept_error);
+  }
+  if (!done) {
     throw CollectiveError(
-        ErrorKind::timeout,
-        {.rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "connect"},
+        ErrorKind::timeout, site,
         "ranks " + impl_->missing_description() + " never connected before RLX_CONNECT_TIMEOUT_S",
         "those ranks' own output says why they did not start or connect");
   }
@@ -267,6 +291,10 @@ UniqueFd connect_to_peer(const HostPort& address, int peer, int index, const Mes
   } catch (const wire::DecodeError& error) {
     throw CollectiveError(ErrorKind::protocol_violation, site, error.what());
   } catch (const IoError& error) {
+    if (error.kind() == IoError::Kind::out_of_descriptors) {
+      throw out_of_descriptors(site, "a socket to connect to rank " + std::to_string(peer),
+                               error.error_number());
+    }
     const auto kind =
         error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
     throw CollectiveError(kind, site, error.what(),

@@ -24,7 +24,7 @@ constexpr auto kLinger = std::chrono::seconds(2);
 }  // namespace
 
 struct TcpTransport::Io {
-  asio::io_context context;
+  IoContext context;
   asio::executor_work_guard<asio::io_context::executor_type> guard{context.get_executor()};
   std::thread thread{[this] { context.run(); }};
 

@@ -42,6 +42,10 @@ CoordinatorConnection connect_to_coordinator(const launch_env::LaunchEnv& env, D
   try {
     connection.fd = connect_with_retry(connection.address, deadline);
   } catch (const IoError& error) {
+    if (error.kind() == IoError::Kind::out_of_descriptors) {
+      throw out_of_descriptors(startup_site(env, "rendezvous"),
+                               "a socket to connect to " + env.coordinator, error.error_number());
+    }
     if (env.group_source == launch_env::GroupSource::torchrun) {
       throw CollectiveError(ErrorKind::timeout, startup_site(env, "rendezvous"),
                             std::string("rank 0, which hosts the rendezvous at MASTER_ADDR:"

@@ -1,0 +1,61 @@
+// split() at the descriptor limit, with real ranks under a lowered
+// `ulimit -n`: each limit runs out at another step of setting a group up
+// (its event loop, its listening socket, a connection out or in), and every
+// one must be resource_exhausted naming the limit, at once. It was "ranks 1
+// never connected" at RLX_CONNECT_TIMEOUT_S, or an abort on Asio's
+// system_error.
+#include <chrono>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "tests/support/subprocess.h"
+
+namespace rlx::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The "[r] RESULT kind=..." lines of rlxrun's output, one per rank.
+std::vector<std::string> results(const std::string& out) {
+  std::vector<std::string> found;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("] RESULT kind=") != std::string::npos) found.push_back(line);
+  }
+  return found;
+}
+
+TEST(DescriptorLimit, SplittingPastItIsResourceExhaustedNamingTheLimit) {
+  for (int limit = 48; limit <= 128; limit += 8) {
+    SCOPED_TRACE("ulimit -n " + std::to_string(limit));
+    const auto start = std::chrono::steady_clock::now();
+    Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_CONNECT_TIMEOUT_S=10", "sh", "-c",
+                    "ulimit -n " + std::to_string(limit) + "; exec " SPLIT_UNTIL_FAILURE});
+    const Finished f = job.wait(60s);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(f.exit_code(), 0) << f.out << f.err;  // every rank saw a CollectiveError
+    const auto lines = results(f.out);
+    ASSERT_EQ(lines.size(), 2u) << f.out << f.err;
+    // The rank that ran out says so; its peer may only see it go (peer_lost).
+    EXPECT_NE(f.out.find("resource exhausted: cannot create "), std::string::npos) << f.out;
+    EXPECT_NE(f.out.find("this process's limit of " + std::to_string(limit) +
+                         " open files (ulimit -n) is reached. Check: raise it"),
+              std::string::npos)
+        << f.out;
+    for (const std::string& line : lines) {
+      EXPECT_TRUE(line.find("kind=resource exhausted") != std::string::npos ||
+                  line.find("kind=peer lost") != std::string::npos)
+          << line << "\n"
+          << f.out;
+    }
+    EXPECT_EQ(f.out.find("never connected"), std::string::npos) << f.out;
+    EXPECT_LT(took, 5s) << "not at once: " << f.out;
+  }
+}
+
+}  // namespace
+}  // namespace rlx::testing
