@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "transport/errors.h"
+#include "transport/hostfile_reader.h"
 
 namespace rlx {
 
@@ -115,12 +115,17 @@ CostModelFile parse_cost_model_file(const std::string& text, const std::string& 
   return file;
 }
 
-CostModelFile read_cost_model_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) bad_file(path, 0, "cannot be read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_cost_model_file(text.str(), path);
+CostModelFile read_cost_model_file(const std::string& path,
+                                   std::chrono::milliseconds connect_timeout) {
+  std::string text;
+  try {
+    text = hostfile::read_text(path, connect_timeout, "cost-model file");
+  } catch (const hostfile::ReadError& error) {
+    // Its message starts with the path, which bad_file names itself.
+    const std::string what = error.what();
+    bad_file(path, 0, what.starts_with(path + ": ") ? what.substr(path.size() + 2) : what);
+  }
+  return parse_cost_model_file(text, path);
 }
 
 }  // namespace rlx

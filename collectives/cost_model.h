@@ -7,6 +7,7 @@
 // predicts larger jobs.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <optional>
 #include <string>
@@ -93,7 +94,10 @@ struct CostModelFile {
 // Parses a cost model file's text; throws CollectiveError (invalid_argument)
 // naming `path`, the line and what is wrong.
 CostModelFile parse_cost_model_file(const std::string& text, const std::string& path);
-// Reads and parses the file at `path`.
-CostModelFile read_cost_model_file(const std::string& path);
+// Reads and parses the file at `path`, which may be anything a user points
+// RLX_COST_MODEL at: read as hostfiles are (transport/hostfile_reader.h), at
+// most 4 MiB and within `connect_timeout`.
+CostModelFile read_cost_model_file(const std::string& path,
+                                   std::chrono::milliseconds connect_timeout);
 
 }  // namespace rlx

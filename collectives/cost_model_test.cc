@@ -13,6 +13,8 @@
 namespace rlx {
 namespace {
 
+using namespace std::chrono_literals;
+
 TEST(CostModel, TheRingMovesTwoNMinusOneOverNOfTheBufferIn2NMinus2Steps) {
   const AlgorithmWork ring = all_reduce_ring_work(4, 1000);
   EXPECT_DOUBLE_EQ(ring.steps, 6);
@@ -99,7 +101,15 @@ TEST(CostModelFile, MalformedFilesAreRefusedNamingFileAndLine) {
   refused("dedicated -1 2 3\n", "not negative");
   refused("dedicated nan 2 3\n", "line 1");  // not a number to the stream either
   refused("# nothing\n", "no constants");
-  EXPECT_THROW(read_cost_model_file("/nonexistent/rlx-cost-model"), CollectiveError);
+  EXPECT_THROW(read_cost_model_file("/nonexistent/rlx-cost-model", 1s), CollectiveError);
+  // Anything RLX_COST_MODEL may name is read with bounds: no endless read.
+  try {
+    read_cost_model_file("/dev/zero", 1s);
+    ADD_FAILURE() << "/dev/zero was read as a cost model";
+  } catch (const CollectiveError& error) {
+    EXPECT_NE(std::string(error.what()).find("is not a text file"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Tuning, ComesFromTheSettingsAndTheCostModelFile) {

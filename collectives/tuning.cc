@@ -27,8 +27,9 @@ void choose(const std::optional<CostModel>& fitted, CostModel built_in, const st
 Tuning tuning_for(const launch_env::LaunchEnv& env) {
   const bool shared = launch_env::ranks_share_cores(env.ranks_here());
   Tuning tuning{.all_reduce = env.all_reduce_algorithm};
-  const CostModelFile file =
-      env.cost_model_file.empty() ? CostModelFile{} : read_cost_model_file(env.cost_model_file);
+  const CostModelFile file = env.cost_model_file.empty()
+                                 ? CostModelFile{}
+                                 : read_cost_model_file(env.cost_model_file, env.connect_timeout);
   choose(shared ? file.shared_cores : file.dedicated_cores,
          shared ? kFittedCostSharedCores : kFittedCost, env.cost_model_file,
          shared ? "shared" : "dedicated", shared, tuning.cost, tuning.cost_source);

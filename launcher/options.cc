@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "launcher/remote_launch.h"
+#include "transport/launch_env.h"
 
 namespace rlx::launcher {
 namespace {
@@ -34,7 +35,12 @@ std::pair<std::string, std::string> parse_env_assignment(std::string_view text) 
   if (eq == 0 || eq == std::string_view::npos) {
     throw UsageError("--env '" + std::string(text) + "': expected NAME=VALUE");
   }
-  return {std::string(text.substr(0, eq)), std::string(text.substr(eq + 1))};
+  const std::string name(text.substr(0, eq));
+  if (launch_env::is_per_rank_variable(name)) {
+    throw UsageError("--env '" + std::string(text) + "': " + name +
+                     " is set by rlxrun for each rank; --env sets every rank alike");
+  }
+  return {name, std::string(text.substr(eq + 1))};
 }
 
 // Walks the arguments; flags take their value as the next argument or after '='.

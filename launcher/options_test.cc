@@ -51,6 +51,8 @@ TEST(RlxrunOptions, BadCommandLinesSayWhatIsWrong) {
   expect_usage_error({"-n", "2", "--backend", "nccl", "p"}, "--backend 'nccl'");
   expect_usage_error({"-n", "2", "--timeout", "-1", "p"}, "--timeout '-1'");
   expect_usage_error({"-n", "2", "--env", "NOVALUE", "p"}, "NAME=VALUE");
+  expect_usage_error({"-n", "2", "--env", "RLX_RANK=0", "p"}, "set by rlxrun for each rank");
+  expect_usage_error({"-n", "2", "-x", "WORLD_SIZE=1", "p"}, "set by rlxrun for each rank");
   expect_usage_error({"-n", "2", "--frobnicate", "p"}, "unknown option '--frobnicate'");
 }
 

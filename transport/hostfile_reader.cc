@@ -43,13 +43,15 @@ bool is_text_byte(unsigned char byte) {
 }
 
 // Quoting a binary file's "lines" back would print raw bytes to a terminal.
-void expect_text(std::string_view chunk, std::size_t offset, const std::string& path) {
+void expect_text(std::string_view chunk, std::size_t offset, const std::string& path,
+                 std::string_view kind) {
   for (std::size_t i = 0; i < chunk.size(); ++i) {
     const auto byte = static_cast<unsigned char>(chunk[i]);
     if (is_text_byte(byte)) continue;
     char where[64];
     std::snprintf(where, sizeof where, "byte 0x%02x at offset %zu", byte, offset + i);
-    fail(path, std::string("is not a text file (") + where + "); a hostfile lists hosts as text");
+    fail(path,
+         std::string("is not a text file (") + where + "); a " + std::string(kind) + " is text");
   }
 }
 
@@ -103,13 +105,14 @@ std::optional<std::size_t> too_deep_at(std::string_view text) {
 
 }  // namespace
 
-std::string read_text(const std::string& path, std::chrono::milliseconds connect_timeout) {
+std::string read_text(const std::string& path, std::chrono::milliseconds connect_timeout,
+                      std::string_view kind) {
   const auto deadline = Clock::now() + connect_timeout;
   const OpenFile file(path);
   if (file.get() < 0) fail(path, std::string("cannot be read (") + std::strerror(errno) + ")");
   struct stat status {};
   if (::fstat(file.get(), &status) == 0 && S_ISDIR(status.st_mode)) {
-    fail(path, "is a directory, not a hostfile");
+    fail(path, "is a directory, not a " + std::string(kind));
   }
   std::string text;
   char chunk[1 << 16];
@@ -126,10 +129,11 @@ std::string read_text(const std::string& path, std::chrono::milliseconds connect
     if (got < 0) fail(path, std::string("cannot be read (") + std::strerror(errno) + ")");
     if (got == 0) return text;
     const std::string_view piece(chunk, static_cast<std::size_t>(got));
-    expect_text(piece, text.size(), path);
+    expect_text(piece, text.size(), path, kind);
     text.append(piece);
     if (text.size() > kMaxBytes) {
-      fail(path, "is longer than " + format_bytes(kMaxBytes) + ", the most a hostfile may hold");
+      fail(path, "is longer than " + format_bytes(kMaxBytes) + ", the most a " + std::string(kind) +
+                     " may hold");
     }
   }
 }

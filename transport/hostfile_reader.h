@@ -35,8 +35,11 @@ class ReadError : public std::runtime_error {
 // The whole text of the file at `path`. Throws ReadError, naming the path,
 // when it cannot be opened or read, is a directory, holds a control byte
 // (named with its offset: a binary file's bytes are never echoed), is longer
-// than kMaxBytes, or has not ended within `connect_timeout`.
-std::string read_text(const std::string& path, std::chrono::milliseconds connect_timeout);
+// than kMaxBytes, or has not ended within `connect_timeout`. `kind` names
+// the file in those errors: other files a user points rlx at (the cost-model
+// file) are read the same way.
+std::string read_text(const std::string& path, std::chrono::milliseconds connect_timeout,
+                      std::string_view kind = "hostfile");
 
 // Parses `text` as JSON. Throws ReadError naming `origin` when it is not
 // JSON (with the parser's position) or nests deeper than kMaxDepth.

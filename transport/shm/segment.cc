@@ -111,6 +111,9 @@ SharedSegment SharedSegment::create(const std::string& directory, const std::str
   if (fd < 0) {
     const int error = errno;
     if (error == EEXIST) fail_existing(path, site);
+    if (is_out_of_descriptors(error)) {
+      throw out_of_descriptors(site, "cannot create shared memory " + path, error);
+    }
     fail_errno(ErrorKind::resource_exhausted, site, "cannot create shared memory " + path, error,
                "can this user write to " + directory + "?");
   }
@@ -193,6 +196,8 @@ SharedSegment SharedSegment::open(const std::string& directory, const std::strin
       }
       ::close(fd);
       if (base != nullptr) return SharedSegment(path, base, bytes, false);
+    } else if (is_out_of_descriptors(errno)) {
+      throw out_of_descriptors(site, "cannot open shared memory " + path, errno);
     } else if (errno != ENOENT) {
       fail_errno(ErrorKind::protocol_violation, site, "cannot open shared memory " + path, errno);
     }
