@@ -14,24 +14,13 @@
 #include <unistd.h>
 
 #include "tests/support/job_harness.h"
+#include "tests/support/local_net.h"
 #include "transport/socket_io.h"
 
 namespace rlx::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// A port that was free a moment ago (bound, then released).
-std::uint16_t free_port(int family) {
-  UniqueFd fd(::socket(family, SOCK_STREAM, 0));
-  sockaddr_storage addr{};
-  socklen_t len = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  addr.ss_family = static_cast<sa_family_t>(family);
-  ::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), len);
-  ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-  return ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
-                                  : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-}
 
 std::string write_table(const std::string& host, int family, int ranks) {
   const std::string path = ::testing::TempDir() + "/rlx_hosts_" + std::to_string(family) + ".json";
@@ -62,19 +51,6 @@ void expect_hello_runs_with(const std::string& setting) {
                 2, "of 2 (tcp)");
 }
 
-// The listening sockets of the running job's ranks, as `ss -Hltnp` shows them.
-std::vector<std::string> listeners_of(const std::string& program) {
-  std::vector<std::string> found;
-  std::FILE* ss = ::popen("ss -Hltnp 2>/dev/null", "r");
-  if (ss == nullptr) return found;
-  char line[1024];
-  while (std::fgets(line, sizeof line, ss) != nullptr) {
-    if (std::strstr(line, ("\"" + program + "\"").c_str()) != nullptr) found.emplace_back(line);
-  }
-  ::pclose(ss);
-  return found;
-}
-
 // A job whose ranks are all on this host is reached through loopback only:
 // its ranks listen there, not on every address of the host.
 TEST(TcpSetup, ALocalJobListensOnLoopbackOnly) {
@@ -88,7 +64,7 @@ TEST(TcpSetup, ALocalJobListensOnLoopbackOnly) {
       while (!std::filesystem::exists(ready) && std::chrono::steady_clock::now() < until) {
         std::this_thread::sleep_for(10ms);
       }
-      auto found = listeners_of("fault_program");
+      auto found = listening_sockets_matching("\"fault_program\"");
       if (std::FILE* stop = std::fopen((ready + ".stop").c_str(), "w")) std::fclose(stop);
       return found;
     });

@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/support/local_net.h"
 #include "tests/support/subprocess.h"
 
 namespace rlx::testing {
@@ -30,19 +31,6 @@ namespace {
 
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
-
-// A port nobody listens on now (the kernel's choice of an ephemeral one).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Starts one process per environment and expects every one to print that
 // it is rank r of n with the right all_sum.
@@ -228,20 +216,6 @@ TEST(LaunchSources, TorchrunStyleRankZeroListensOnlyOnMasterAddr) {
   }
 }
 
-// The listening sockets of process `pid`, as `ss -Hltnp` shows them (other
-// tests' ranks may run at the same time).
-std::vector<std::string> listeners_of(const std::string& pid) {
-  std::vector<std::string> found;
-  std::FILE* ss = ::popen("ss -Hltnp 2>/dev/null", "r");
-  if (ss == nullptr) return found;
-  char line[1024];
-  while (std::fgets(line, sizeof line, ss) != nullptr) {
-    if (std::strstr(line, (",pid=" + pid + ",").c_str()) != nullptr) found.emplace_back(line);
-  }
-  ::pclose(ss);
-  return found;
-}
-
 // A host's "ips"[0] in an mlx.launch hostfile is where its ranks listen,
 // not only where they are reached (they listened on 0.0.0.0).
 TEST(LaunchSources, RlxrunRanksListenOnTheirHostsIpsAddressOnly) {
@@ -264,7 +238,7 @@ TEST(LaunchSources, RlxrunRanksListenOnTheirHostsIpsAddressOnly) {
   while (listeners.empty() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(50ms);
     if (rank0.empty()) std::ifstream(pid_file) >> rank0;
-    if (!rank0.empty()) listeners = listeners_of(rank0);
+    if (!rank0.empty()) listeners = listening_sockets_matching(",pid=" + rank0 + ",");
   }
   ASSERT_FALSE(listeners.empty()) << "rank 0 never listened";
   for (const std::string& line : listeners) {

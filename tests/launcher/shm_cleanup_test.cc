@@ -3,6 +3,9 @@
 // in /dev/shm, with no launcher to clean up after them (a torchrun-style
 // start) and with the launcher itself killed.
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -17,6 +20,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/support/local_net.h"
 #include "tests/support/subprocess.h"
 #include "transport/shm/segment.h"
 
@@ -26,19 +30,6 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// A port nobody listens on now (the kernel's choice of an ephemeral one).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
 
 // Files created in /dev/shm from now on, as inotify reports them: a test
 // acts within microseconds of a rank creating its segment.
@@ -83,6 +74,17 @@ class CreatedFiles {
 // The creating process a segment's name records (its last field).
 pid_t creator_of(const std::string& name) {
   return static_cast<pid_t>(std::stol(name.substr(name.rfind('-') + 1)));
+}
+
+// The parent of a running process (0 once it is gone).
+pid_t parent_of(pid_t pid) {
+  std::FILE* stat = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (stat == nullptr) return 0;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, stat) != nullptr;
+  std::fclose(stat);
+  const char* after_name = read ? std::strrchr(line, ')') : nullptr;  // "pid (name) S ppid"
+  return after_name == nullptr ? 0 : static_cast<pid_t>(std::atol(after_name + 4));
 }
 
 bool exists(const std::string& name) { return fs::exists(fs::path(shm::kDefaultDirectory) / name); }
@@ -142,7 +144,11 @@ TEST(ShmCleanup, WhatAKilledRlxrunLeftIsRemovedByTheNextStart) {
   std::vector<std::string> left;
   for (int attempt = 0; attempt < 5 && left.empty(); ++attempt) {
     Subprocess job({RLXRUN, "-n", "3", HELLO_ALLREDUCE});
-    const std::string first = created.next("rlx-", 30s);
+    // This job's first segment: other tests' jobs may create theirs meanwhile.
+    std::string first;
+    for (std::string name; first.empty() && !(name = created.next("rlx-", 30s)).empty();) {
+      if (parent_of(creator_of(name)) == job.pid()) first = name;
+    }
     ASSERT_FALSE(first.empty()) << "no rank created a segment";
     ::kill(job.pid(), SIGKILL);
     job.wait(30s);
