@@ -30,6 +30,12 @@ std::vector<std::string> results(const std::string& out) {
 }
 
 TEST(DescriptorLimit, SplittingPastItIsResourceExhaustedNamingTheLimit) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The asan preset's UBSan checks a vptr by probing memory through a pipe:
+  // with no descriptor left that probe fails and it reports valid objects
+  // as invalid. The release and TSan builds run the case.
+  GTEST_SKIP() << "UBSan's vptr check needs descriptors of its own";
+#endif
   for (int limit = 48; limit <= 128; limit += 8) {
     SCOPED_TRACE("ulimit -n " + std::to_string(limit));
     const auto start = std::chrono::steady_clock::now();
