@@ -138,11 +138,11 @@ Array all_reduce_kernel(std::span<const Array> inputs, std::string_view text) {
   // Same key, same collective: arrays of one reduction, group and dtype fuse.
   std::string key = std::string(kAllReduce) + " " + collective_attrs(attrs.op, attrs.group) + " " +
                     std::string(name_of(x.dtype()));
-  return make_batched_custom(
-      kAllReduce, std::move(key), x.shape(), x.dtype(), {x},
-      [group, op = attrs.op, dtype = x.dtype()](std::span<const Primitive::BatchItem> items) {
-        all_reduce_items(*group, op, dtype, items);
-      });
+  return make_batched_custom(kAllReduce, std::move(key), x.shape(), x.dtype(), {x},
+                             [id = attrs.group, op = attrs.op,
+                              dtype = x.dtype()](std::span<const Primitive::BatchItem> items) {
+                               all_reduce_items(*group_at(id, kAllReduce), op, dtype, items);
+                             });
 }
 
 Array all_gather_kernel(std::span<const Array> inputs, std::string_view text) {
@@ -153,11 +153,13 @@ Array all_gather_kernel(std::span<const Array> inputs, std::string_view text) {
   Shape shape = gathered_shape(x.shape(), group->world_size(), kAllGather);
   if (group->world_size() == 1) return x;
   return make_custom(
-      kAllGather, std::move(shape), x.dtype(), {x}, [group](std::span<const Array> in, Array& out) {
-        group->all_gather(
-            ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
-                             in[0].dtype()},
-            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()});
+      kAllGather, std::move(shape), x.dtype(), {x},
+      [id = attrs.group](std::span<const Array> in, Array& out) {
+        group_at(id, kAllGather)
+            ->all_gather(ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
+                                          in[0].dtype()},
+                         ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()),
+                                     out.dtype()});
       });
 }
 
@@ -169,12 +171,14 @@ Array reduce_scatter_kernel(std::span<const Array> inputs, std::string_view text
   if (group->world_size() == 1) return x;
   return make_custom(
       kReduceScatter, std::move(shape), x.dtype(), {x},
-      [group, op = attrs.op](std::span<const Array> in, Array& out) {
-        group->reduce_scatter(
-            ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
-                             in[0].dtype()},
-            ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()), out.dtype()},
-            op);
+      [id = attrs.group, op = attrs.op](std::span<const Array> in, Array& out) {
+        group_at(id, kReduceScatter)
+            ->reduce_scatter(
+                ConstElementSpan{in[0].raw_data(), static_cast<std::size_t>(in[0].size()),
+                                 in[0].dtype()},
+                ElementSpan{out.raw_mutable_data(), static_cast<std::size_t>(out.size()),
+                            out.dtype()},
+                op);
       });
 }
 
@@ -184,11 +188,12 @@ Array broadcast_kernel(std::span<const Array> inputs, std::string_view text) {
   const Array& x = inputs[0];
   if (group->world_size() == 1) return x;
   return make_custom(kBroadcast, x.shape(), x.dtype(), {x},
-                     [group, root = attrs.root](std::span<const Array> in, Array& out) {
+                     [id = attrs.group, root = attrs.root](std::span<const Array> in, Array& out) {
+                       const auto live = group_at(id, kBroadcast);
                        if (out.nbytes() > 0) {
                          std::memcpy(out.raw_mutable_data(), in[0].raw_data(), out.nbytes());
                        }
-                       group->broadcast(elements_of(out), root);
+                       live->broadcast(elements_of(out), root);
                      });
 }
 
@@ -199,8 +204,8 @@ Array all_to_all_kernel(std::span<const Array> inputs, std::string_view text) {
   scattered_shape(x.shape(), group->world_size(), kAllToAll);  // axis 0 in equal blocks
   if (group->world_size() == 1) return x;
   return make_custom(kAllToAll, x.shape(), x.dtype(), {x},
-                     [group](std::span<const Array> in, Array& out) {
-                       group->all_to_all(elements_of(in[0]), elements_of(out));
+                     [id = attrs.group](std::span<const Array> in, Array& out) {
+                       group_at(id, kAllToAll)->all_to_all(elements_of(in[0]), elements_of(out));
                      });
 }
 

@@ -37,7 +37,9 @@ void register_point_to_point_ops();
 // The group that ops with group id 0 (and calls without a group) use.
 void set_default_group(std::shared_ptr<Transport> group);
 
-// A stable id for `group`, to put in an op's attributes.
+// A stable id for `group`, to put in an op's attributes. The group is held
+// weakly: it still closes when its last handle goes, and an op that runs
+// after that fails naming it (ids are never reused).
 int group_id(const std::shared_ptr<Transport>& group);
 
 // Attributes for the collective ops: "sum 0".

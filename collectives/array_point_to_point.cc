@@ -47,13 +47,13 @@ std::string peer_attrs(int peer, Tag tag, int group) {
 // The send: its value is x, passed on once x's bytes are sent.
 Array send_kernel(std::span<const Array> inputs, std::string_view text) {
   const PeerAttrs attrs = parse_peer_attrs(text, kSend);
-  auto group = group_at(attrs.group, kSend);
+  group_at(attrs.group, kSend);  // an unknown group fails here, when the op is built
   const Array& x = inputs[0];
   return make_custom(
-      kSend, x.shape(), x.dtype(), {x}, [group, attrs](std::span<const Array> in, Array& out) {
+      kSend, x.shape(), x.dtype(), {x}, [attrs](std::span<const Array> in, Array& out) {
         const auto bytes =
             std::span(static_cast<const std::byte*>(in[0].raw_data()), in[0].nbytes());
-        group->send_bytes(attrs.peer, attrs.tag, bytes);
+        group_at(attrs.group, kSend)->send_bytes(attrs.peer, attrs.tag, bytes);
         if (!bytes.empty()) std::memcpy(out.raw_mutable_data(), bytes.data(), bytes.size());
       });
 }
@@ -62,15 +62,15 @@ Array send_kernel(std::span<const Array> inputs, std::string_view text) {
 // with the message, which must be exactly that many bytes.
 Array recv_like_kernel(std::span<const Array> inputs, std::string_view text) {
   const PeerAttrs attrs = parse_peer_attrs(text, kRecvLike);
-  auto group = group_at(attrs.group, kRecvLike);
+  group_at(attrs.group, kRecvLike);  // an unknown group fails here, when the op is built
   const Array& like = inputs[0];
   return make_custom(
-      kRecvLike, like.shape(), like.dtype(), {like},
-      [group, attrs](std::span<const Array>, Array& out) {
+      kRecvLike, like.shape(), like.dtype(), {like}, [attrs](std::span<const Array>, Array& out) {
+        const auto live = group_at(attrs.group, kRecvLike);
         const std::span into(static_cast<std::byte*>(out.raw_mutable_data()), out.nbytes());
-        const std::size_t got = group->recv_bytes_into(attrs.peer, attrs.tag, into);
+        const std::size_t got = live->recv_bytes_into(attrs.peer, attrs.tag, into);
         if (got != into.size()) {
-          throw CollectiveError(ErrorKind::mismatch, group->site(kRecvLike, attrs.peer),
+          throw CollectiveError(ErrorKind::mismatch, live->site(kRecvLike, attrs.peer),
                                 "rank " + std::to_string(attrs.peer) + " sent " +
                                     std::to_string(got) + " bytes; the array takes " +
                                     std::to_string(into.size()),

@@ -128,6 +128,34 @@ TEST(ArrayCollectives, OverlappingGroupsInOneEvalFuseAlikeOnEveryRank) {
   }
 }
 
+// Array ops hold their group by id, weakly: once its last handle goes the
+// group closes (its transport, with its sockets, threads and segment, is
+// destroyed) although ops used it, and an op built for it that runs later
+// fails naming it.
+TEST(ArrayCollectives, AGroupClosesWhenItsLastHandleGoesAfterArrayOpsUsedIt) {
+  const int n = group()->world_size();
+  std::weak_ptr<Transport> watched;
+  Array late;
+  {
+    const std::shared_ptr<Transport> sub = group()->split(0);
+    const Array reduced = distributed::all_sum(full({3}, 1.0), sub);
+    eval(reduced);
+    EXPECT_EQ(reduced.to_vector<float>()[0], float(n));
+    late = distributed::all_sum(full({3}, 2.0), sub);  // built, not evaluated
+    watched = sub;
+  }
+  EXPECT_TRUE(watched.expired()) << "something still holds the group";
+  if (n == 1) return;  // a group of one returns its input: no op to fail
+  try {
+    eval(late);
+    ADD_FAILURE() << "an op ran on a closed group";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("was closed"), std::string::npos) << error.what();
+  }
+  const Array again = distributed::all_sum(full({1}, 1.0));  // the world group goes on
+  EXPECT_EQ(again.to_vector<float>()[0], float(n));
+}
+
 TEST(ArrayCollectives, InsideACompiledGraph) {
   const auto [begin, end] = my_inner();
   Graph graph;
