@@ -71,6 +71,24 @@ std::size_t LinksTransport::do_recv_bytes_into(int from, Tag tag, std::span<std:
   return place_or_keep(from, tag, std::move(*received.whole), into, element);
 }
 
+std::optional<std::size_t> LinksTransport::do_try_recv_bytes_into(int from, Tag tag,
+                                                                  std::span<std::byte> into,
+                                                                  std::size_t element) {
+  if (!same_host_ || !same_host_->shares_memory_with(from)) {
+    auto message = mailbox().try_take(from, tag);
+    if (!message) return std::nullopt;
+    return place_or_keep(from, tag, std::move(*message), into, element);
+  }
+  auto received = same_host_->point_to_point().try_recv_into(from, tag, into, element);
+  if (!received) return std::nullopt;
+  if (!received->whole) return received->length;
+  return place_or_keep(from, tag, std::move(*received->whole), into, element);
+}
+
+void LinksTransport::do_expect_messages(int from, Tag tag, int change) {
+  mailbox().expect(from, tag, change);
+}
+
 void LinksTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
   const CollectiveCall call = next_call(CollectiveKind::all_reduce, op, data.dtype, data.count);
   switch (route()) {

@@ -36,6 +36,9 @@ class LinksTransport : public Transport {
   // hosts, or to every peer when they do not share memory.
   virtual void send_over_network(int to, Tag tag, std::span<const std::byte> payload) = 0;
   virtual std::vector<std::byte> recv_over_network(int from, Tag tag) = 0;
+  // Where the backend parks what arrives over the network before anyone
+  // receives it (and set_up_same_host's path what it reads for others).
+  virtual Mailbox& mailbox() = 0;
 
   // Once links() work: finds which ranks share this host and moves what they
   // exchange to shared memory (every rank calls it at the same point of its
@@ -50,6 +53,9 @@ class LinksTransport : public Transport {
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) final;
   std::size_t do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
                                  std::size_t element) final;
+  std::optional<std::size_t> do_try_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                                    std::size_t element) final;
+  void do_expect_messages(int from, Tag tag, int change) final;
   void do_all_reduce(ElementSpan data, ReduceOp op) final;
   void do_all_gather(ConstElementSpan input, ElementSpan output) final;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;

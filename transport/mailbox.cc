@@ -35,6 +35,12 @@ bool Mailbox::awaited(int from, Tag tag) const {
   return static_cast<std::size_t>(waiting->second) > ahead;
 }
 
+void Mailbox::expect(int from, Tag tag, int change) {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(from, tag);
+  if ((waiting_[key] += change) <= 0) waiting_.erase(key);
+}
+
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(from, tag);
@@ -43,7 +49,7 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
     std::map<std::pair<int, Tag>, int>& waiting;
     std::pair<int, Tag> key;
     ~Leave() {
-      if (--waiting[key] == 0) waiting.erase(key);
+      if (--waiting[key] <= 0) waiting.erase(key);
     }
   } leave{waiting_, key};  // runs with the lock held: declared after it
   for (;;) {

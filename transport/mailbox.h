@@ -39,6 +39,9 @@ class Mailbox {
   // `from` with `tag` (more receivers wait than messages are queued): that
   // message is not early, so the cap does not apply to it.
   bool awaited(int from, Tag tag) const;
+  // Receives posted without a waiting thread (Transport::irecv) count as
+  // waiting receivers: `change` is +1 when one is posted, -1 when it ended.
+  void expect(int from, Tag tag, int change);
 
   // Takes the oldest message from `from` with `tag`. Returns nullopt when the
   // deadline passes first; rethrows the failure recorded for `from`.
@@ -67,7 +70,7 @@ class Mailbox {
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
-  std::map<std::pair<int, Tag>, int> waiting_;  // receivers inside take()
+  std::map<std::pair<int, Tag>, int> waiting_;  // receivers inside take(), and expected
   std::map<int, std::exception_ptr> peer_failures_;
   std::set<int> own_channel_peers_;
   std::exception_ptr global_failure_;

@@ -1,13 +1,15 @@
-// Where non-blocking point-to-point operations (Transport::isend, irecv) run.
+// Where non-blocking sends (Transport::isend) run.
 //
-// Each runs on a worker thread of this stream. Operations of one key (a
-// direction, a peer and a tag) run one after another in the order they were
-// posted, so messages between a pair of ranks with one tag stay FIFO; those
-// of different keys run at once, each pending key on a worker of its own
-// (workers start on demand, up to kMaxWorkers; further keys wait for one).
-// A blocking send or receive of a key with operations still posted runs
-// after them, so one thread's calls keep the order it made them in. With
-// nothing posted, a blocking call costs one atomic load here.
+// Each runs on a worker thread of this stream. Sends of one key (a peer and a
+// tag) run one after another in the order they were posted, so messages
+// between a pair of ranks with one tag stay FIFO; those of different keys run
+// at once, each pending key on a worker of its own (workers start on demand,
+// up to kMaxWorkers; further keys wait for one). A send never waits for its
+// receiver (transport.h), so a worker is never held by a peer that has not
+// asked yet. A blocking send of a key with sends still posted runs after
+// them, so one thread's calls keep the order it made them in. With nothing
+// posted, a blocking send costs one atomic load here. Receives are not run
+// here: posted_receives.h.
 #pragma once
 
 #include <atomic>
@@ -28,15 +30,13 @@ namespace rlx {
 
 class PointToPointStream {
  public:
-  // What orders operations: the ones of one key run in posting order.
+  // What orders sends: the ones of one key run in posting order.
   struct Key {
-    bool sends = false;
     int peer = 0;
     std::uint32_t tag = 0;
     auto operator<=>(const Key&) const = default;
   };
-  // Receives wait up to the transport's deadline, so a worker is held that
-  // long at most; this many keys make progress at once.
+  // This many keys make progress at once.
   static constexpr std::size_t kMaxWorkers = 64;
 
   PointToPointStream() = default;

@@ -21,7 +21,7 @@ TEST(PointToPointStream, OneKeysOperationsRunInPostingOrderOneAtATime) {
   std::atomic<int> running{0};
   std::vector<Request> requests;
   for (int i = 0; i < 50; ++i) {
-    requests.push_back(stream.post({.sends = false, .peer = 1, .tag = 7}, [&, i] {
+    requests.push_back(stream.post({.peer = 1, .tag = 7}, [&, i] {
       EXPECT_EQ(running.fetch_add(1), 0);
       order.push_back(i);
       running.fetch_sub(1);
@@ -29,7 +29,7 @@ TEST(PointToPointStream, OneKeysOperationsRunInPostingOrderOneAtATime) {
     }));
   }
   // A blocking call of the same key runs after them, on this thread.
-  stream.run_after_posted({.sends = false, .peer = 1, .tag = 7}, [&] { order.push_back(100); });
+  stream.run_after_posted({.peer = 1, .tag = 7}, [&] { order.push_back(100); });
   ASSERT_EQ(order.size(), 51u);
   for (int i = 0; i < 50; ++i) {
     EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
@@ -41,33 +41,33 @@ TEST(PointToPointStream, OneKeysOperationsRunInPostingOrderOneAtATime) {
 
 TEST(PointToPointStream, DifferentKeysRunAtOnce) {
   PointToPointStream stream;
-  // The receive waits for the send of another key: it completes only when
+  // The first waits for the second, of another key: it completes only when
   // both run at the same time.
-  std::promise<void> sent;
-  const Request receive = stream.post({.sends = false, .peer = 0, .tag = 1}, [&] {
-    sent.get_future().wait();
+  std::promise<void> released;
+  const Request first = stream.post({.peer = 0, .tag = 1}, [&] {
+    released.get_future().wait();
     return std::size_t{4};
   });
-  const Request send = stream.post({.sends = true, .peer = 0, .tag = 1}, [&] {
-    sent.set_value();
+  const Request second = stream.post({.peer = 0, .tag = 2}, [&] {
+    released.set_value();
     return std::size_t{0};
   });
-  receive.wait();
-  send.wait();
-  EXPECT_EQ(receive.bytes(), 4u);
+  first.wait();
+  second.wait();
+  EXPECT_EQ(first.bytes(), 4u);
 }
 
 // Keys posted back to back, faster than idle workers wake, each still get
 // a worker: every operation here waits for all the others to have started.
 TEST(PointToPointStream, KeysPostedInABurstAllRunAtOnce) {
   PointToPointStream stream;
-  stream.post({.sends = true, .peer = 0, .tag = 0}, [] { return std::size_t{0}; }).wait();
+  stream.post({.peer = 0, .tag = 0}, [] { return std::size_t{0}; }).wait();
   constexpr int kKeys = 16;
   std::atomic<int> started{0};
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::vector<Request> requests;
   for (int i = 0; i < kKeys; ++i) {
-    requests.push_back(stream.post({.sends = false, .peer = i, .tag = 0}, [&] {
+    requests.push_back(stream.post({.peer = i, .tag = 0}, [&] {
       started.fetch_add(1);
       while (started.load() < kKeys && std::chrono::steady_clock::now() < give_up) {
         std::this_thread::yield();
@@ -81,7 +81,7 @@ TEST(PointToPointStream, KeysPostedInABurstAllRunAtOnce) {
 
 TEST(PointToPointStream, AnErrorIsThrownByWaitAndTheKeyCarriesOn) {
   PointToPointStream stream;
-  const Key key{.sends = true, .peer = 2, .tag = 3};
+  const Key key{.peer = 2, .tag = 3};
   const Request failing =
       stream.post(key, []() -> std::size_t { throw std::runtime_error("peer lost"); });
   const Request next = stream.post(key, [] { return std::size_t{1}; });
@@ -93,7 +93,7 @@ TEST(PointToPointStream, AnErrorIsThrownByWaitAndTheKeyCarriesOn) {
 
 TEST(PointToPointStream, StopLetsTheRunningOperationFinishAndFailsThePostedOnes) {
   PointToPointStream stream;
-  const Key key{.sends = false, .peer = 1, .tag = 0};
+  const Key key{.peer = 1, .tag = 0};
   std::promise<void> started, release;
   const Request running = stream.post(key, [&] {
     started.set_value();

@@ -12,8 +12,14 @@ void Request::State::finish(std::exception_ptr failure, std::size_t transferred)
   completed.notify_all();
 }
 
+bool Request::State::finished() {
+  std::lock_guard lock(mutex);
+  return done;
+}
+
 void Request::wait() const {
   if (!state_) return;
+  if (state_->progress && !state_->finished()) state_->progress(*state_, true);
   std::unique_lock lock(state_->mutex);
   state_->completed.wait(lock, [&] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -21,6 +27,7 @@ void Request::wait() const {
 
 bool Request::test() const {
   if (!state_) return true;
+  if (state_->progress && !state_->finished()) state_->progress(*state_, false);
   std::lock_guard lock(state_->mutex);
   if (state_->done && state_->error) std::rethrow_exception(state_->error);
   return state_->done;

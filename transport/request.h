@@ -1,12 +1,15 @@
-// A handle on an operation that runs in the background (Transport's i*
-// calls): wait() blocks until it completed and rethrows its error; test()
-// says whether it completed without blocking; bytes() says how long the
-// message an irecv received was. Copies share one operation.
+// A handle on a non-blocking operation (Transport's i* calls): wait() blocks
+// until it completed and rethrows its error; test() says whether it
+// completed without blocking; bytes() says how long the message an irecv
+// received was. Copies share one operation. Sends and collectives run in
+// the background; a receive advances inside wait() and test() (and blocking
+// receives of its peer and tag), so no thread is held for it.
 #pragma once
 
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -22,7 +25,12 @@ class Request {
     bool done = false;
     std::exception_ptr error;
     std::size_t bytes = 0;
+    // Set for operations that advance only when asked (posted receives):
+    // called without `mutex`, waiting up to the operation's deadline when
+    // `block`, else taking only what is already there.
+    std::function<void(State& self, bool block)> progress;
     void finish(std::exception_ptr failure, std::size_t transferred = 0);
+    bool finished();
   };
 
   Request() = default;  // an operation that completed already

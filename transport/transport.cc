@@ -20,7 +20,19 @@ std::string_view name_of(ReduceOp op) {
 
 Transport::Transport(int rank, int world_size, std::string backend,
                      std::chrono::milliseconds timeout)
-    : rank_(rank), world_size_(world_size), backend_(std::move(backend)), timeout_(timeout) {
+    : rank_(rank),
+      world_size_(world_size),
+      backend_(std::move(backend)),
+      timeout_(timeout),
+      posted_receives_(
+          [this](PostedReceives::Key key, std::span<std::byte> into, std::size_t element,
+                 bool block) -> std::optional<std::size_t> {
+            if (block) return receive_checked(key.peer, key.tag, into, element);
+            return try_receive_checked(key.peer, key.tag, into, element);
+          },
+          [this](PostedReceives::Key key, int change) {
+            do_expect_messages(key.peer, key.tag, change);
+          }) {
   if (world_size_ < 1 || rank_ < 0 || rank_ >= world_size_) {
     throw CollectiveError(ErrorKind::invalid_argument, {.operation = "create transport"},
                           "rank " + std::to_string(rank_) + " is outside a world of size " +
@@ -77,6 +89,7 @@ void Transport::stop_background_work() {
                       "the transport was closed before this non-blocking operation started"));
   stream_.stop(closed);
   p2p_stream_.stop(closed);
+  posted_receives_.stop(closed);
 }
 
 void Transport::check_payload(std::span<const std::byte> payload,
@@ -121,15 +134,14 @@ void Transport::check_op(std::string_view operation, ReduceOp op) const {
 
 void Transport::send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   check_send(to, tag, payload, "send_bytes");
-  p2p_stream_.run_after_posted({.sends = true, .peer = to, .tag = tag},
-                               [&] { do_send_bytes(to, tag, payload); });
+  p2p_stream_.run_after_posted({.peer = to, .tag = tag}, [&] { do_send_bytes(to, tag, payload); });
 }
 
 std::vector<std::byte> Transport::recv_bytes(int from, Tag tag) {
   check_peer(from, "recv_bytes");
   check_tag(tag, "recv_bytes");
   std::vector<std::byte> message;
-  p2p_stream_.run_after_posted({.sends = false, .peer = from, .tag = tag}, [&] {
+  posted_receives_.run_after_posted({.peer = from, .tag = tag}, [&] {
     auto kept = take_kept(from, tag);
     message = kept ? std::move(*kept) : do_recv_bytes(from, tag);
   });
@@ -144,8 +156,8 @@ std::size_t Transport::receive_into(int from, Tag tag, std::span<std::byte> into
                                     std::size_t element) {
   check_receive(from, tag, into, "recv_bytes_into");
   std::size_t length = 0;
-  p2p_stream_.run_after_posted({.sends = false, .peer = from, .tag = tag},
-                               [&] { length = receive_checked(from, tag, into, element); });
+  posted_receives_.run_after_posted({.peer = from, .tag = tag},
+                                    [&] { length = receive_checked(from, tag, into, element); });
   return length;
 }
 
@@ -156,9 +168,19 @@ std::size_t Transport::receive_checked(int from, Tag tag, std::span<std::byte> i
   return do_recv_bytes_into(from, tag, into, element);
 }
 
+std::optional<std::size_t> Transport::try_receive_checked(int from, Tag tag,
+                                                          std::span<std::byte> into,
+                                                          std::size_t element) {
+  if (auto kept = take_kept(from, tag))
+    return place_or_keep(from, tag, std::move(*kept), into, element);
+  return do_try_recv_bytes_into(from, tag, into, element);
+}
+
+void Transport::do_expect_messages(int /*from*/, Tag /*tag*/, int /*change*/) {}
+
 Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
   check_send(to, tag, payload, "isend");
-  return p2p_stream_.post({.sends = true, .peer = to, .tag = tag}, [this, to, tag, payload] {
+  return p2p_stream_.post({.peer = to, .tag = tag}, [this, to, tag, payload] {
     do_send_bytes(to, tag, payload);
     return std::size_t{0};
   });
@@ -166,9 +188,7 @@ Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
 
 Request Transport::ireceive(int from, Tag tag, std::span<std::byte> into, std::size_t element) {
   check_receive(from, tag, into, "irecv");
-  return p2p_stream_.post(
-      {.sends = false, .peer = from, .tag = tag},
-      [this, from, tag, into, element] { return receive_checked(from, tag, into, element); });
+  return posted_receives_.post({.peer = from, .tag = tag}, into, element);
 }
 
 void Transport::check_send(int to, Tag tag, std::span<const std::byte> payload,

@@ -47,6 +47,7 @@
 #include "transport/collective_stream.h"
 #include "transport/errors.h"
 #include "transport/point_to_point_stream.h"
+#include "transport/posted_receives.h"
 #include "transport/request.h"
 
 namespace rlx {
@@ -141,17 +142,22 @@ class Transport {
            sizeof(T);
   }
 
-  // Non-blocking point-to-point: the same checks as send_bytes and
-  // recv_bytes_into on this thread, then the transfer runs in the background
-  // (MPI_Isend, MPI_Irecv). The buffer must stay valid, and an irecv's
-  // untouched, until the Request completed; Request::bytes() is then the
-  // length received. Operations of one peer and tag, blocking or not, keep
-  // the order one thread issued them in (FIFO per peer and tag, as for
-  // blocking calls); those of different peers or tags complete in any order.
-  // A message too long for an irecv's buffer fails that request with
-  // invalid_argument and stays queued for the next receive. Errors as the
-  // blocking calls, thrown by wait() or test(); a receive still waiting when
-  // the group is destroyed holds the destructor until its deadline.
+  // Non-blocking point-to-point (MPI_Isend, MPI_Irecv): the same checks as
+  // send_bytes and recv_bytes_into on this thread. An isend's transfer runs
+  // in the background. An irecv is a posted record, no thread: it completes
+  // inside its Request's wait() (with the transport's deadline from then) or
+  // test() (when its message is there), or a blocking receive of its peer
+  // and tag; until then what arrives for it is held without counting against
+  // RLX_UNEXPECTED_BYTES. Any number may be outstanding. The buffer must stay
+  // valid, and an irecv's untouched, until the Request completed;
+  // Request::bytes() is then the length received. Operations of one peer and
+  // tag, blocking or not, keep the order one thread issued them in (FIFO per
+  // peer and tag, as for blocking calls); those of different peers or tags
+  // complete in any order. A message too long for an irecv's buffer fails
+  // that request with invalid_argument and stays queued for the next
+  // receive. Errors as the blocking calls, thrown by wait() or test(); an
+  // irecv not completed when the group is destroyed fails (one being waited
+  // for holds the destructor until its deadline).
   Request isend(int to, Tag tag, std::span<const std::byte> payload);
   Request irecv(int from, Tag tag, std::span<std::byte> into) {
     return ireceive(from, tag, into, 1);
@@ -381,6 +387,17 @@ class Transport {
   // and copies; a backend that can receive in place overrides it.
   virtual std::size_t do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
                                          std::size_t element);
+  // The same without waiting for a message that has not begun to arrive:
+  // nullopt when none from `from` with `tag` is there (what Request::test()
+  // and posted receives advance by). Throws the peer's failure once nothing
+  // from it is left.
+  virtual std::optional<std::size_t> do_try_recv_bytes_into(int from, Tag tag,
+                                                            std::span<std::byte> into,
+                                                            std::size_t element) = 0;
+  // `change` non-blocking receives from `from` with `tag` were posted (+1)
+  // or ended (-1): a backend that holds early messages up to
+  // RLX_UNEXPECTED_BYTES holds theirs beyond it.
+  virtual void do_expect_messages(int from, Tag tag, int change);
   // Copies `message` into `into` and returns its length when it fits; else
   // keeps it, whole, for the next receive from `from` with `tag`, and throws
   // invalid_argument naming both sizes.
@@ -451,6 +468,9 @@ class Transport {
   std::size_t receive_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
   // The same, arguments checked, in order after posted operations.
   std::size_t receive_checked(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  // The same, only when a message is there (do_try_recv_bytes_into).
+  std::optional<std::size_t> try_receive_checked(int from, Tag tag, std::span<std::byte> into,
+                                                 std::size_t element);
   Request ireceive(int from, Tag tag, std::span<std::byte> into, std::size_t element);
   void check_send(int to, Tag tag, std::span<const std::byte> payload,
                   std::string_view operation) const;
@@ -499,7 +519,8 @@ class Transport {
   std::mutex kept_mutex_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> kept_;
   CollectiveStream stream_;
-  PointToPointStream p2p_stream_;
+  PointToPointStream p2p_stream_;   // isend
+  PostedReceives posted_receives_;  // irecv
   std::uint64_t splits_ = 0;
 };
 

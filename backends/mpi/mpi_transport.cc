@@ -270,6 +270,16 @@ std::vector<std::byte> MpiTransport::do_recv_bytes(int from, Tag tag) {
   return p2p_->receive(from, tag);
 }
 
+std::optional<std::size_t> MpiTransport::do_try_recv_bytes_into(int from, Tag tag,
+                                                                std::span<std::byte> into,
+                                                                std::size_t element) {
+  check_usable("recv_bytes");
+  p2p_->reap_sends();
+  auto message = p2p_->try_receive(from, tag);
+  if (!message) return std::nullopt;
+  return place_or_keep(from, tag, std::move(*message), into, element);
+}
+
 CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
                                        std::uint64_t count) {
   return {.kind = kind, .op = op, .dtype = dtype, .count = count, .sequence = sequence_++};

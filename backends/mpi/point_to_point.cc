@@ -162,21 +162,7 @@ std::vector<std::byte> PointToPoint::receive(int from, Tag tag) {
   const auto deadline = Clock::now() + spec_.timeout;
   Backoff backoff;
   for (;;) {
-    // Polled, not a timed lock: the holder may be taking a long message's
-    // parts, and this loop already backs off and checks the deadline.
-    std::unique_lock lock(probe_mutex_, std::try_to_lock);
-    if (lock.owns_lock()) {
-      int found = 0;
-      MPI_Message message = MPI_MESSAGE_NULL;
-      MPI_Status status;
-      const int code = MPI_Improbe(from, static_cast<int>(tag), comm_, &found, &message, &status);
-      if (code != MPI_SUCCESS) {
-        throw broken(
-            mpi_error(code, site("recv_bytes", from, "tag " + std::to_string(tag)), "MPI_Improbe"));
-      }
-      if (found) return receive_matched(message, status, from, tag, deadline, lock);
-      lock.unlock();
-    }
+    if (auto message = probe_and_receive(from, tag, deadline)) return std::move(*message);
     if (Clock::now() >= deadline) break;
     backoff.pause();
     if (latch_.tripped())
@@ -186,6 +172,31 @@ std::vector<std::byte> PointToPoint::receive(int from, Tag tag) {
       ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
       "no message arrived within " + std::to_string(spec_.timeout.count()) + " ms",
       "does rank " + std::to_string(from) + " send with this tag?");
+}
+
+std::optional<std::vector<std::byte>> PointToPoint::try_receive(int from, Tag tag) {
+  auto message = probe_and_receive(from, tag, Clock::now() + spec_.timeout);
+  if (!message && latch_.tripped())
+    throw_if_unusable(latch_, site("recv_bytes", from, "tag " + std::to_string(tag)));
+  return message;
+}
+
+std::optional<std::vector<std::byte>> PointToPoint::probe_and_receive(int from, Tag tag,
+                                                                      Clock::time_point deadline) {
+  // Polled, not a timed lock: the holder may be taking a long message's
+  // parts, and the callers back off and check the deadline.
+  std::unique_lock lock(probe_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  int found = 0;
+  MPI_Message message = MPI_MESSAGE_NULL;
+  MPI_Status status;
+  const int code = MPI_Improbe(from, static_cast<int>(tag), comm_, &found, &message, &status);
+  if (code != MPI_SUCCESS) {
+    throw broken(
+        mpi_error(code, site("recv_bytes", from, "tag " + std::to_string(tag)), "MPI_Improbe"));
+  }
+  if (!found) return std::nullopt;
+  return receive_matched(message, status, from, tag, deadline, lock);
 }
 
 std::vector<std::byte> PointToPoint::receive_matched(MPI_Message& message, const MPI_Status& status,

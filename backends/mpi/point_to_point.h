@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -62,6 +63,9 @@ class PointToPoint {
 
   void send(int to, Tag tag, std::span<const std::byte> payload);
   std::vector<std::byte> receive(int from, Tag tag);
+  // The same without waiting for a message MPI has not matched yet: nullopt
+  // when none is there.
+  std::optional<std::vector<std::byte>> try_receive(int from, Tag tag);
   // Completes the sends MPI finished; throws (and trips the latch) on a failed one.
   void reap_sends();
   // Stops the progress thread, waits until `deadline` for pending sends, and
@@ -85,6 +89,11 @@ class PointToPoint {
   // Waits for `request` until `deadline`; false when it passed first.
   bool wait(MPI_Request& request, MPI_Status& status, Clock::time_point deadline,
             const ErrorSite& where);
+  // One MPI_Improbe for a message from `from` with `tag`, received (until
+  // `deadline`) when it matched; nullopt when none did, or another receiver
+  // holds the probe.
+  std::optional<std::vector<std::byte>> probe_and_receive(int from, Tag tag,
+                                                          Clock::time_point deadline);
   // Receives the message MPI_Improbe matched; `lock` is probe_mutex_'s.
   std::vector<std::byte> receive_matched(MPI_Message& message, const MPI_Status& status, int from,
                                          Tag tag, Clock::time_point deadline,

@@ -11,7 +11,7 @@ std::shared_ptr<Transport> SingletonTransport::do_split(const SplitPlan& plan) {
 }
 
 void SingletonTransport::do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
-  if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
+  if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()}, mailbox_.awaited(to, tag))) {
     throw CollectiveError(
         ErrorKind::resource_exhausted,
         site("send_bytes", to, "tag " + std::to_string(tag) + ", " + format_bytes(payload.size())),
@@ -30,6 +30,18 @@ std::vector<std::byte> SingletonTransport::do_recv_bytes(int from, Tag tag) {
         "in a group of one, only this process can send the message");
   }
   return std::move(*message);
+}
+
+std::optional<std::size_t> SingletonTransport::do_try_recv_bytes_into(int from, Tag tag,
+                                                                      std::span<std::byte> into,
+                                                                      std::size_t element) {
+  auto message = mailbox_.try_take(from, tag);
+  if (!message) return std::nullopt;
+  return place_or_keep(from, tag, std::move(*message), into, element);
+}
+
+void SingletonTransport::do_expect_messages(int from, Tag tag, int change) {
+  mailbox_.expect(from, tag, change);
 }
 
 // The collectives of a one-rank group never reach the backend (Transport

@@ -20,6 +20,9 @@ class SingletonTransport final : public Transport {
  protected:
   void do_send_bytes(int to, Tag tag, std::span<const std::byte> payload) override;
   std::vector<std::byte> do_recv_bytes(int from, Tag tag) override;
+  std::optional<std::size_t> do_try_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
+                                                    std::size_t element) override;
+  void do_expect_messages(int from, Tag tag, int change) override;
   void do_all_reduce(ElementSpan data, ReduceOp op) override;
   void do_all_gather(ConstElementSpan input, ElementSpan output) override;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) override;

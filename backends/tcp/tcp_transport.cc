@@ -273,7 +273,7 @@ std::string TcpTransport::describe_silent_peers() {
 void TcpTransport::send_over_network(int to, Tag tag, std::span<const std::byte> payload) {
   latch_.rethrow_if_tripped();
   if (to == rank()) {
-    if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()})) {
+    if (!mailbox_.deliver(to, tag, {payload.begin(), payload.end()}, mailbox_.awaited(to, tag))) {
       throw CollectiveError(ErrorKind::resource_exhausted,
                             site("send_bytes", to, format_bytes(payload.size())),
                             "messages to self not yet received exceed RLX_UNEXPECTED_BYTES");

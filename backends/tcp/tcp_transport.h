@@ -42,6 +42,7 @@ class TcpTransport final : public LinksTransport {
  protected:
   void send_over_network(int to, Tag tag, std::span<const std::byte> payload) override;
   std::vector<std::byte> recv_over_network(int from, Tag tag) override;
+  Mailbox& mailbox() override { return mailbox_; }
   Links& links() override { return *links_; }
   void check_not_failed() override { latch_.rethrow_if_tripped(); }
 

@@ -843,6 +843,66 @@ TEST(NonBlocking, EveryPairAtOnceAndBlockingCallsKeepTheirPlace) {
   posted.wait();
 }
 
+// Every receive posted before any send, the standard MPI pattern, with far
+// more outstanding than any thread pool has threads (the first 64 of them
+// on distinct tags, the case that hung when each receive held a worker):
+// 10,000 receives over 2,500 tags, four per tag. Waited for newest first,
+// each wait completes the receives of its tag posted before it.
+TEST(NonBlocking, TenThousandReceivesPostedBeforeTheirSendsComplete) {
+  constexpr std::size_t kTags = 2500, kPerTag = 4, kCount = kTags * kPerTag;
+  const auto tag_of = [](std::size_t i) { return static_cast<Tag>(1000 + i % kTags); };
+  std::vector<std::int64_t> inbox(kCount, -1), outbox(kCount);
+  std::vector<Request> receives, sends;
+  receives.reserve(kCount);
+  sends.reserve(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    receives.push_back(group().irecv(left(), tag_of(i), std::span(inbox).subspan(i, 1)));
+  }
+  for (std::size_t i = 0; i < kCount; ++i) {
+    outbox[i] = me() * 1'000'000 + static_cast<std::int64_t>(i);
+    sends.push_back(group().isend(right(), tag_of(i), std::span(outbox).subspan(i, 1)));
+  }
+  wait_all(std::vector<Request>(receives.rbegin(), receives.rend()));
+  wait_all(sends);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(inbox[i], left() * 1'000'000 + static_cast<std::int64_t>(i)) << "receive #" << i;
+    ASSERT_EQ(receives[i].bytes(), sizeof(std::int64_t)) << "receive #" << i;
+  }
+  expect_group_usable();
+}
+
+// test() alone advances receives: polled, with no wait(), receives of
+// every size up to 1 MiB (larger than a shared-memory ring) posted before
+// their sends all complete, with the right bytes.
+TEST(NonBlocking, PollingTestAloneCompletesReceives) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t size = 1; size <= (std::size_t{1} << 20); size *= 4) sizes.push_back(size);
+  sizes.push_back(0);
+  std::vector<std::vector<std::byte>> inboxes, outboxes;
+  std::vector<Request> receives, sends;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    inboxes.emplace_back(sizes[k]);
+    receives.push_back(group().irecv(left(), 40 + static_cast<Tag>(k % 3), std::span(inboxes[k])));
+  }
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    outboxes.push_back(pattern(me(), sizes[k], 40 + static_cast<Tag>(k % 3)));
+    sends.push_back(group().isend(right(), 40 + static_cast<Tag>(k % 3), std::span(outboxes[k])));
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::size_t pending = receives.size();
+  while (pending > 0 && std::chrono::steady_clock::now() < give_up) {
+    pending = 0;
+    for (const Request& receive : receives) pending += receive.test() ? 0 : 1;
+  }
+  ASSERT_EQ(pending, 0u) << "receives that test() never completed";
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    ASSERT_EQ(receives[k].bytes(), sizes[k]) << "receive #" << k;
+    EXPECT_EQ(inboxes[k], pattern(left(), sizes[k], 40 + static_cast<Tag>(k % 3))) << k;
+  }
+  wait_all(sends);
+  expect_group_usable();
+}
+
 // An irecv whose buffer is too small fails alone; the message is kept.
 TEST(NonBlocking, AReceiveThatDoesNotFitFailsAndKeepsTheMessage) {
   group().send_bytes(right(), 14, pattern(me(), 100, 14));

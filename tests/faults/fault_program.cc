@@ -29,6 +29,9 @@
 //   fault_program send_then_close (2 ranks) rank 1 sends messages of 4 B to
 //                                 1 MiB and returns from main at once; rank 0
 //                                 receives them only after rank 1 has closed
+//   fault_program irecv_peer_killed  the others post irecvs of 4 tags from the last
+//                                 rank, which sends 3 of them, waits until they
+//                                 arrived and kills itself: the 4th fails naming it
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
 //   fault_program corrupt_ring_read     (2 ranks, one host) another hand moves the
@@ -249,6 +252,36 @@ bool send_then_close(rlx::Transport& group) {
   // Nothing more comes: the next receive says so at once, naming rank 1.
   return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 0); },
                       {"rank 1 has shut down its transport"});
+}
+
+bool irecv_peer_killed(rlx::Transport& group) {
+  const int last = group.world_size() - 1;
+  constexpr rlx::Tag kTags = 4, kArrived = 99;
+  constexpr std::size_t kBytes = 3000;
+  if (group.rank() == last) {
+    for (int peer = 0; peer < last; ++peer) {
+      for (rlx::Tag tag = 0; tag + 1 < kTags; ++tag) {
+        group.send_bytes(peer, tag, numbered_message(kBytes, tag));
+      }
+    }
+    for (int peer = 0; peer < last; ++peer) group.recv_bytes(peer, kArrived);
+    ::raise(SIGKILL);
+  }
+  std::vector<std::vector<std::byte>> inboxes(kTags, std::vector<std::byte>(kBytes));
+  std::vector<rlx::Request> requests;
+  for (rlx::Tag tag = 0; tag < kTags; ++tag) {
+    requests.push_back(group.irecv(last, tag, std::span(inboxes[tag])));
+  }
+  for (rlx::Tag tag = 0; tag + 1 < kTags; ++tag) {
+    requests[tag].wait();
+    if (inboxes[tag] != numbered_message(kBytes, tag)) {
+      std::printf("FAILED: the message of tag %u arrived wrong\n", tag);
+      return false;
+    }
+  }
+  group.send_bytes(last, kArrived, {});
+  return expect_error(rlx::ErrorKind::peer_lost, [&] { requests[kTags - 1].wait(); },
+                      {"rank " + std::to_string(last)});
 }
 
 // The last rank leaves cleanly mid-loop; the others learn it at once.
@@ -476,6 +509,8 @@ int main(int argc, char** argv) {
     ok = corrupt_ring(*group, rlx::shm::MessageRing::kWrittenOffset);
   } else if (mode == "send_then_close") {
     ok = send_then_close(*group);
+  } else if (mode == "irecv_peer_killed") {
+    ok = irecv_peer_killed(*group);
   } else if (mode == "clean_exit") {
     ok = clean_exit(*group);
   } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {

@@ -85,6 +85,21 @@ TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
   }
 }
 
+// Posted receives (records, no thread each) learn of a killed sender like
+// blocking ones: what it sent arrives whole, the receive it never sent
+// fails with peer_lost naming it, long before the deadline.
+TEST(Faults, APostedReceiveFromAKilledPeerFailsNamingIt) {
+  const JobOutcome job = run_fault_mode("irecv_peer_killed", 3, {"RLX_TIMEOUT_S=60"});
+  ASSERT_EQ(job.ranks.size(), 3u);
+  EXPECT_TRUE(job.ranks[2].killed_by(SIGKILL)) << describe(job);
+  for (int r = 0; r < 2; ++r) {
+    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
+    EXPECT_NE(rank.out.find("peer=2"), std::string::npos) << describe(job);
+  }
+}
+
 // A send that returned is delivered, even when its sender closes its group
 // right after (over shared memory the close used to overtake the ring).
 TEST(Faults, MessagesSentBeforeAPeerClosesAreAllDelivered) {

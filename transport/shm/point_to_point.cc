@@ -172,12 +172,18 @@ void PointToPoint::park_next(int local, Inbound& in, const RingHeader& header, R
 }
 
 std::vector<std::byte> PointToPoint::recv(int from, Tag tag) {
-  return std::move(*receive(from, tag, Target{}).whole);
+  return std::move(*receive(from, tag, Target{}, true)->whole);
 }
 
 PointToPoint::Received PointToPoint::recv_into(int from, Tag tag, std::span<std::byte> into,
                                                std::size_t element) {
-  return receive(from, tag, Target{into, element, true});
+  return *receive(from, tag, Target{into, element, true}, true);
+}
+
+std::optional<PointToPoint::Received> PointToPoint::try_recv_into(int from, Tag tag,
+                                                                  std::span<std::byte> into,
+                                                                  std::size_t element) {
+  return receive(from, tag, Target{into, element, true}, false);
 }
 
 PointToPoint::Received PointToPoint::place(std::vector<std::byte> message,
@@ -188,7 +194,8 @@ PointToPoint::Received PointToPoint::place(std::vector<std::byte> message,
   return {length, std::nullopt};
 }
 
-PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
+std::optional<PointToPoint::Received> PointToPoint::receive(int from, Tag tag, Target target,
+                                                            bool block) {
   const int local = node_.local_of(from);
   Inbound& in = *inbound_[static_cast<std::size_t>(local)];
   in.receiving.fetch_add(1, std::memory_order_seq_cst);
@@ -213,6 +220,10 @@ PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
   // Another thread reading this ring (a receive of another tag, or the
   // drainer) parks what is not its own in the mailbox: wait there meanwhile.
   std::unique_lock lock(in.consumer, std::try_to_lock);
+  if (!block && !lock.owns_lock()) {
+    if (auto message = take_parked(in, from, tag)) return place(std::move(*message), target);
+    return std::nullopt;
+  }
   while (!lock.owns_lock()) {
     const auto slice = std::min(wait.until(), Clock::now() + std::chrono::milliseconds(1));
     if (auto message = take_parked(in, from, tag, slice)) return place(std::move(*message), target);
@@ -224,6 +235,17 @@ PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
   // failure it recorded is the answer.
   latch_.rethrow_if_tripped(wait.site());
   for (;;) {
+    if (!block) {
+      // Read before the ring: a peer marks itself closed after its last write.
+      const bool closed = node_.has_closed(local);
+      if (!in.ring.has_message()) {
+        if (closed && !latch_.tripped()) {
+          throw closed_error(wait.site(), from,
+                             " and sent no more messages with tag " + std::to_string(tag));
+        }
+        return std::nullopt;
+      }
+    }
     const auto header = guarded([&] { return in.ring.take_header(wait); });
     if (!header) {
       // Only once its ring is read to the end: what it sent before it closed
@@ -239,10 +261,10 @@ PointToPoint::Received PointToPoint::receive(int from, Tag tag, Target target) {
       continue;
     }
     if (!target.takes(header->length)) {
-      return {header->length, take_payload(local, in, *header, wait, "recv_bytes")};
+      return Received{header->length, take_payload(local, in, *header, wait, "recv_bytes")};
     }
     read_payload(local, in, *header, wait, "recv_bytes", target.into.first(header->length));
-    return {header->length, std::nullopt};
+    return Received{header->length, std::nullopt};
   }
 }
 

@@ -51,6 +51,11 @@ class PointToPoint {
     std::optional<std::vector<std::byte>> whole;  // set when it did not fit
   };
   Received recv_into(int from, Tag tag, std::span<std::byte> into, std::size_t element);
+  // The same without waiting for a message that has not begun to arrive:
+  // nullopt when none is there (a message begun is read to its end, with
+  // the deadline).
+  std::optional<Received> try_recv_into(int from, Tag tag, std::span<std::byte> into,
+                                        std::size_t element);
 
  private:
   struct Inbound;
@@ -65,7 +70,8 @@ class PointToPoint {
       return in_place && message_fits(length, into.size(), element);
     }
   };
-  Received receive(int from, Tag tag, Target target);
+  // Waits for the message when `block`, else returns nullopt when none is there.
+  std::optional<Received> receive(int from, Tag tag, Target target, bool block);
   Received place(std::vector<std::byte> message, const Target& target) const;
 
   RingWait wait_for(int local) const;
