@@ -8,8 +8,9 @@
 // receiver (transport.h), so a worker is never held by a peer that has not
 // asked yet. A blocking send of a key with sends still posted runs after
 // them, so one thread's calls keep the order it made them in. With nothing
-// posted, a blocking send costs one atomic load here. Receives are not run
-// here: posted_receives.h.
+// posted, a blocking send costs one atomic load here. Transport::isend
+// sends small messages on its caller's thread when their key is idle, so
+// only large ones come here. Receives are not run here: posted_receives.h.
 #pragma once
 
 #include <atomic>
@@ -47,6 +48,11 @@ class PointToPointStream {
   // Runs `work` in the background after the operations of `key` posted
   // before it. `work` returns what Request::bytes() reports.
   Request post(Key key, std::function<std::size_t()> work);
+  // True when no send of `key` is posted or running (one atomic load when
+  // none of any key is).
+  bool idle(Key key) {
+    return unfinished_.load(std::memory_order_acquire) == 0 || !has_posted(key);
+  }
   // Runs `work` on this thread, after the operations of `key` posted before.
   template <class Work>
   void run_after_posted(Key key, Work&& work);
@@ -82,7 +88,7 @@ class PointToPointStream {
 
 template <class Work>
 void PointToPointStream::run_after_posted(Key key, Work&& work) {
-  if (unfinished_.load(std::memory_order_acquire) == 0 || !has_posted(key)) {
+  if (idle(key)) {
     work();
     return;
   }

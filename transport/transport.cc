@@ -180,7 +180,20 @@ void Transport::do_expect_messages(int /*from*/, Tag /*tag*/, int /*change*/) {}
 
 Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
   check_send(to, tag, payload, "isend");
-  return p2p_stream_.post({.peer = to, .tag = tag}, [this, to, tag, payload] {
+  const PointToPointStream::Key key{.peer = to, .tag = tag};
+  if (payload.size() <= kEagerSendBytes && p2p_stream_.idle(key)) {
+    // A send never waits for its receiver: a small one is a copy into the
+    // ring or the socket, cheaper here than a hop to a worker thread.
+    auto state = std::make_shared<Request::State>();
+    try {
+      do_send_bytes(to, tag, payload);
+      state->finish(nullptr);
+    } catch (...) {
+      state->finish(std::current_exception());
+    }
+    return Request(state);
+  }
+  return p2p_stream_.post(key, [this, to, tag, payload] {
     do_send_bytes(to, tag, payload);
     return std::size_t{0};
   });

@@ -143,7 +143,9 @@ class Transport {
   }
 
   // Non-blocking point-to-point (MPI_Isend, MPI_Irecv): the same checks as
-  // send_bytes and recv_bytes_into on this thread. An isend's transfer runs
+  // send_bytes and recv_bytes_into on this thread. An isend of at most
+  // kEagerSendBytes with no send of its peer and tag pending is sent before
+  // isend returns (a send never waits for its receiver); a larger one runs
   // in the background. An irecv is a posted record, no thread: it completes
   // inside its Request's wait() (with the transport's deadline from then) or
   // test() (when its message is there), or a blocking receive of its peer
@@ -159,6 +161,7 @@ class Transport {
   // irecv not completed when the group is destroyed fails (one being waited
   // for holds the destructor until its deadline).
   Request isend(int to, Tag tag, std::span<const std::byte> payload);
+  static constexpr std::size_t kEagerSendBytes = 64 * 1024;
   Request irecv(int from, Tag tag, std::span<std::byte> into) {
     return ireceive(from, tag, into, 1);
   }
