@@ -22,7 +22,7 @@ struct PostedReceives::Impl {
   Impl(Receiver r, Expect e) : receive(std::move(r)), expect(std::move(e)) {}
 
   // Receives the front record of `key`'s queue (which is not driven) with
-  // `lock` released; returns whether it completed.
+  // `lock` released; returns whether it ended (completed, or failed by stop).
   bool drive_front(std::unique_lock<std::mutex>& lock, Key key, bool block);
   // Advances the receives of `key` until `state` completed or, without
   // `block`, until the next one cannot.
@@ -61,13 +61,20 @@ bool PostedReceives::Impl::drive_front(std::unique_lock<std::mutex>& lock, Key k
   --drivers;
   Queue& same = queues.at(key);  // stop leaves a driven queue in place
   same.driven = false;
-  if (completed) {
+  // stop() failed every other record while this one was tried without
+  // waiting, and waits only for drivers: nobody else would end it.
+  const bool stopped = !completed && stopping;
+  if (stopped) {
+    front.state->finish(stop_error);
+    expect(key, -1);
+  }
+  if (completed || stopped) {
     same.records.pop_front();
     outstanding.fetch_sub(1, std::memory_order_acq_rel);
     if (same.records.empty()) queues.erase(key);
   }
   changed.notify_all();
-  return completed;
+  return completed || stopped;
 }
 
 void PostedReceives::Impl::advance(Key key, Request::State& state, bool block) {

@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -156,6 +157,37 @@ TEST(PostedReceives, StopFailsWhatNobodyAdvancesAndRequestsOutliveIt) {
   }
   EXPECT_THROW(orphan.test(), std::runtime_error);
   EXPECT_EQ(messages.expected[(Key{.peer = 0, .tag = 0})], 0);
+}
+
+// A test() in progress when stop() runs: stop fails the others and waits
+// for it; the record it found empty is failed as closed, not left for a
+// later wait() to receive from a transport being destroyed.
+TEST(PostedReceives, AReceiveTestedWhileStopRunsFailsAsClosed) {
+  std::promise<void> inside, release;
+  std::shared_future<void> released = release.get_future().share();
+  PostedReceives posted(
+      [&](Key, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
+        if (block) throw std::runtime_error("driven again after stop");
+        inside.set_value();
+        released.wait();
+        return std::nullopt;
+      },
+      [](Key, int) {});
+  std::uint32_t value = 0;
+  const Request request = posted.post({.peer = 0, .tag = 0}, bytes_of(value), 1);
+  std::thread tester([&] { EXPECT_THROW(request.test(), std::runtime_error); });
+  inside.get_future().wait();
+  std::thread stopper([&] { posted.stop(std::make_exception_ptr(std::runtime_error("closed"))); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // stop is waiting for the driver
+  release.set_value();
+  stopper.join();
+  tester.join();
+  try {
+    request.wait();
+    ADD_FAILURE() << "a receive pending at stop completed";
+  } catch (const std::runtime_error& error) {
+    EXPECT_STREQ(error.what(), "closed");
+  }
 }
 
 TEST(PostedReceives, ManyThreadsWaitingOnOneKeyEachGetTheirOwn) {

@@ -62,7 +62,8 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
 void Engine::deliver_to_self(Tag tag, std::span<const std::byte> payload) {
   std::lock_guard lock(mutex_);
   ++mailbox_events_;
-  if (!mailbox_.deliver(spec_.rank, tag, {payload.begin(), payload.end()})) {
+  if (!mailbox_.deliver(spec_.rank, tag, {payload.begin(), payload.end()},
+                        mailbox_.awaited(spec_.rank, tag))) {
     throw CollectiveError(ErrorKind::resource_exhausted,
                           site("send_bytes", spec_.rank, format_bytes(payload.size())),
                           "messages to self not yet received exceed RLX_UNEXPECTED_BYTES");
