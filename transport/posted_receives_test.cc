@@ -178,7 +178,11 @@ TEST(PostedReceives, AReceiveTestedWhileStopRunsFailsAsClosed) {
   std::thread tester([&] { EXPECT_THROW(request.test(), std::runtime_error); });
   inside.get_future().wait();
   std::thread stopper([&] { posted.stop(std::make_exception_ptr(std::runtime_error("closed"))); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // stop is waiting for the driver
+  // Gives stop() time to start waiting for the driver, the interleaving
+  // under test. Safe without an event: if stop() starts only after the
+  // driver let go, it fails the record itself, and every check below holds
+  // in either order (stop() exposes no hook to wait on).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   release.set_value();
   stopper.join();
   tester.join();
