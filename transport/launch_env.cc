@@ -243,6 +243,7 @@ LaunchEnv parse(const Lookup& lookup) {
   }
   env.all_reduce_algorithm = get_all_reduce_algorithm(lookup);
   env.cost_model_file = get_string(lookup, kCostModel);
+  env.tune = parse_tune(get_string(lookup, kTune));
   env.shm = get_int(lookup, kShm, 0, 1, "0 (off) or 1 (on)").value_or(1) == 1;
   env.log_level = get_log_level(lookup);
   env.verbs = get_verbs_settings(lookup);

@@ -14,9 +14,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "transport/errors.h"
 #include "transport/log.h"
+#include "transport/tune_rules.h"
 
 namespace rlx::launch_env {
 
@@ -43,6 +45,7 @@ inline constexpr const char* kTcpCongestion = "RLX_TCP_CONGESTION";
 // How collectives choose their algorithms (collectives/tuning.h).
 inline constexpr const char* kAllReduceAlgorithm = "RLX_ALL_REDUCE_ALGORITHM";  // auto|ring|...
 inline constexpr const char* kCostModel = "RLX_COST_MODEL";  // a file bench/scaling writes
+inline constexpr const char* kTune = "RLX_TUNE";  // algorithms by size (transport/tune_rules.h)
 // 0 turns the same-host shared-memory path off (TCP/verbs to every peer).
 inline constexpr const char* kShm = "RLX_SHM";
 // What rlx prints: debug | info | warn (transport/log.h).
@@ -142,6 +145,7 @@ struct LaunchEnv {
   std::string tcp_congestion;  // empty when unset (auto)
   AllReduceAlgorithm all_reduce_algorithm = AllReduceAlgorithm::by_size;
   std::string cost_model_file;  // empty: the constants compiled in
+  std::vector<TuneRule> tune;   // RLX_TUNE's rules, in the order written
   bool shm = true;              // RLX_SHM: ranks of one host share memory
   LogLevel log_level = LogLevel::warn;
   VerbsSettings verbs;
