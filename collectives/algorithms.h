@@ -11,8 +11,11 @@
 
 namespace rlx {
 
-// In place. Chooses recursive doubling for small buffers and the ring for
-// large, at the crossover `tuning`'s cost model predicts (or as it forces).
+// The network algorithm algorithm_table.h chooses (a step of a
+// hierarchical collective, or set-up's own all_gather: `tuning`'s rules
+// naming a network algorithm apply, the others do not).
+// In place: recursive doubling for small buffers and the ring for large, at
+// the crossover `tuning`'s cost model predicts.
 void all_reduce(Links& links, const CollectiveCall& call, ElementSpan data, const Tuning& tuning);
 
 // Bandwidth-optimal: reduce-scatter then all-gather around both directions of
@@ -25,8 +28,9 @@ void all_reduce_ring(Links& links, const CollectiveCall& call, ElementSpan data)
 void all_reduce_recursive_doubling(Links& links, const CollectiveCall& call, ElementSpan data);
 
 // Concatenates every rank's `input` (call.count elements) in rank order into
-// `output` (n x call.count). Chooses recursive doubling (power-of-two world
-// sizes) or direct exchange for small blocks, the bidirectional ring for large.
+// `output` (n x call.count). Recursive doubling (power-of-two world sizes)
+// or direct exchange for small blocks, the bidirectional ring for large, as
+// the defaults of algorithm_table.h choose.
 void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output);
 // log2(n) exchanges with partners at doubling distances, each of the group of
@@ -67,9 +71,12 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data);
 
 // `input` holds n blocks of call.count elements, block j for rank j; block
 // i of `output` receives rank i's block for this rank. `input` may be
-// `output` (in place: the input is copied to links.scratch() first).
-void all_to_all(Links& links, const CollectiveCall& call, ConstElementSpan input,
-                ElementSpan output);
+// `output` (in place: the input is copied to links.scratch() first). Direct:
+// one step to every peer; pairwise: n - 1 steps.
+void all_to_all_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                       ElementSpan output);
+void all_to_all_pairwise(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                         ElementSpan output);
 
 // Uneven forms: rank r's block holds counts[r] elements (all_gather_v), or
 // rank i sends send_counts[j] elements to rank j, which expects

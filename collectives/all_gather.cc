@@ -2,9 +2,9 @@
 #include <bit>
 #include <cstring>
 
+#include "collectives/algorithm_table.h"
 #include "collectives/algorithms.h"
 #include "collectives/ring.h"
-#include "transport/log.h"
 
 namespace rlx {
 namespace {
@@ -14,12 +14,6 @@ void place_own_block(ConstElementSpan input, ElementSpan output, int rank) {
   auto* own = static_cast<std::byte*>(output.data) + static_cast<std::size_t>(rank) * input.bytes();
   if (input.bytes() > 0 && own != input.data) std::memmove(own, input.data, input.bytes());
 }
-
-// At power-of-two world sizes, up to this much gathered output, log2(n)
-// exchanges of growing groups beat one step with n - 1 peers at once (by
-// 1.3-2x at 4 and 8 ranks; beyond it they lose to direct and ring: see
-// docs/BENCHMARKS.md, "all_gather: recursive doubling").
-constexpr std::size_t kRecursiveDoublingOutputBytes = std::size_t{1} << 20;
 
 // Per rank's block: from here the direct exchange splits it over the lanes.
 constexpr std::size_t kDirectSplitBytes = std::size_t{256} << 10;
@@ -108,21 +102,14 @@ std::size_t all_gather_ring_threshold(int world_size) {
 
 void all_gather(Links& links, const CollectiveCall& call, ConstElementSpan input,
                 ElementSpan output) {
-  const int n = links.world_size();
-  const bool doubling =
-      n > 2 && std::has_single_bit(static_cast<unsigned>(n)) &&
-      input.bytes() * static_cast<std::size_t>(n) <= kRecursiveDoublingOutputBytes;
-  const bool direct = !doubling && input.bytes() < all_gather_ring_threshold(n) &&
-                      static_cast<std::size_t>(n) <= Step::kCapacity;
-  log_lazily(LogLevel::debug, [&] {
-    return call.describe() + ": " +
-           (doubling ? "recursive doubling (a power-of-two group, small output)"
-            : direct ? "direct exchange (below the ring's threshold)"
-                     : "ring");
-  });
-  if (doubling) return all_gather_recursive_doubling(links, call, input, output);
-  if (direct) return all_gather_direct(links, call, input, output);
-  all_gather_ring(links, call, input, output);
+  static const Tuning kDefaults;
+  const CallSituation situation{.call = call,
+                                .rank = links.rank(),
+                                .ranks = links.world_size(),
+                                .bytes = input.bytes(),
+                                .nested = true};
+  AlgorithmContext context{links, nullptr, kDefaults};
+  run_chosen(context, situation, {.input = input, .output = output});
 }
 
 }  // namespace rlx

@@ -1,20 +1,16 @@
-// All-to-all over Links: every rank sends block j of its input to rank j.
-// Small blocks go in one step to every peer at once (one round trip); large
-// ones in n - 1 pairwise steps (rank r sends to r + s while it receives from
-// r - s), each block over every lane, so no rank is sent to by all the
-// others at once.
+// All-to-all over Links: every rank sends block j of its input to rank j,
+// in one step to every peer at once (one round trip), or in n - 1 pairwise
+// steps (rank r sends to r + s while it receives from r - s), each block
+// over every lane, so no rank is sent to by all the others at once.
 #include <algorithm>
 #include <cstring>
 
 #include "collectives/algorithms.h"
 #include "collectives/step.h"
-#include "transport/log.h"
 
 namespace rlx {
 namespace {
 
-// Per block: below this, every peer at once in one step.
-constexpr std::size_t kPairwiseBlockBytes = std::size_t{64} << 10;
 // Per block: from here a pairwise step splits the block over the lanes.
 constexpr std::size_t kSplitBlockBytes = std::size_t{256} << 10;
 
@@ -59,12 +55,10 @@ void exchange_pairwise(Links& links, const CollectiveCall& call, const Blocks& b
   }
 }
 
-}  // namespace
-
-void all_to_all(Links& links, const CollectiveCall& call, ConstElementSpan input,
-                ElementSpan output) {
-  const int n = links.world_size();
-  const std::size_t block = input.bytes() / static_cast<std::size_t>(n);
+// The blocks of `input` and `output`, this rank's own copied across; an
+// input that is the output is first copied to links.scratch().
+Blocks prepare(Links& links, ConstElementSpan input, ElementSpan output) {
+  const std::size_t block = input.bytes() / static_cast<std::size_t>(links.world_size());
   const auto* in = static_cast<const std::byte*>(input.data);
   auto* out = static_cast<std::byte*>(output.data);
   if (in == out && block > 0) {
@@ -77,15 +71,19 @@ void all_to_all(Links& links, const CollectiveCall& call, ConstElementSpan input
   const int rank = links.rank();
   if (block > 0 && in != out)
     std::memcpy(blocks.received_from(rank).data(), blocks.sent_to(rank).data(), block);
-  const bool direct = block < kPairwiseBlockBytes && n - 1 <= static_cast<int>(Step::kCapacity);
-  log_lazily(LogLevel::debug, [&] {
-    return call.describe() + ": " +
-           (direct
-                ? "one step to every peer (blocks under " + format_bytes(kPairwiseBlockBytes) + ")"
-                : "pairwise, n - 1 steps");
-  });
-  if (direct) return exchange_directly(links, call, blocks);
-  exchange_pairwise(links, call, blocks);
+  return blocks;
+}
+
+}  // namespace
+
+void all_to_all_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                       ElementSpan output) {
+  exchange_directly(links, call, prepare(links, input, output));
+}
+
+void all_to_all_pairwise(Links& links, const CollectiveCall& call, ConstElementSpan input,
+                         ElementSpan output) {
+  exchange_pairwise(links, call, prepare(links, input, output));
 }
 
 }  // namespace rlx

@@ -116,7 +116,9 @@ TEST(Tuning, ComesFromTheSettingsAndTheCostModelFile) {
   launch_env::LaunchEnv env;
   EXPECT_EQ(tuning_for(env).cost.alpha, kFittedCost.alpha);
   env.all_reduce_algorithm = launch_env::AllReduceAlgorithm::ring;
-  EXPECT_EQ(tuning_for(env).all_reduce, launch_env::AllReduceAlgorithm::ring);
+  ASSERT_EQ(tuning_for(env).forced.size(), 1u);
+  EXPECT_EQ(tuning_for(env).forced[0].algorithm, "ring");
+  EXPECT_FALSE(tuning_for(env).forced[0].strict);
 
   const std::string path = ::testing::TempDir() + "rlx_cost_model_test.txt";
   std::ofstream(path) << "dedicated 1e-05 1e-10 1e-10\n";

@@ -2,12 +2,8 @@
 // each host through shared memory, across hosts over the network between
 // one or more ranks per host.
 //
-// all_reduce, when every host has the same number L of ranks: a
-// reduce-scatter inside each host, then L concurrent all-reduces across
-// hosts, one per block, among the ranks with the same index on every host
-// (each host's network traffic is spread over its L ranks), then an
-// all-gather inside each host. Otherwise one leader per host: an all-reduce
-// inside the host, among the leaders, then a broadcast inside the host.
+// Which of them runs, and when the flat network all-reduce does instead, is
+// algorithm_table.h's choice.
 #pragma once
 
 #include "collectives/links.h"
@@ -16,8 +12,16 @@
 
 namespace rlx {
 
-void hierarchical_all_reduce(Links& links, SameHost& host, const CollectiveCall& call,
-                             ElementSpan data, const Tuning& tuning);
+// When every host has the same number L of ranks: a reduce-scatter inside
+// each host, then L concurrent all-reduces across hosts, one per block, among
+// the ranks with the same index on every host (each host's network traffic
+// is spread over its L ranks), then an all-gather inside each host.
+void all_reduce_by_rails(Links& links, SameHost& host, const CollectiveCall& call, ElementSpan data,
+                         const Tuning& tuning);
+// One leader per host: an all-reduce inside the host, among the leaders,
+// then a broadcast inside the host.
+void all_reduce_by_leaders(Links& links, SameHost& host, const CollectiveCall& call,
+                           ElementSpan data, const Tuning& tuning);
 // Inside each host, among one leader per host, inside each host again.
 void hierarchical_barrier(Links& links, SameHost& host, const CollectiveCall& call);
 

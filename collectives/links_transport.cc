@@ -1,7 +1,6 @@
 #include "collectives/links_transport.h"
 
 #include "collectives/algorithms.h"
-#include "collectives/hierarchical.h"
 
 namespace rlx {
 
@@ -30,9 +29,9 @@ std::string LinksTransport::path_to(int peer) const {
   return Transport::path_to(peer);
 }
 
-LinksTransport::Route LinksTransport::route() const {
-  if (!same_host_ || same_host_->unused()) return Route::network;
-  return same_host_->spans_job() ? Route::shared_memory : Route::hierarchical;
+Path LinksTransport::route() const {
+  if (!same_host_ || same_host_->unused()) return Path::network;
+  return same_host_->spans_job() ? Path::shared_memory : Path::hierarchical;
 }
 
 CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
@@ -42,7 +41,7 @@ CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype
 }
 
 void LinksTransport::check_on_host(const CollectiveCall& call) {
-  if (route() != Route::network && same_host_->group_of(rank()).size() > 1) {
+  if (route() != Path::network && same_host_->group_of(rank()).size() > 1) {
     same_host_->collectives().check_call(call);
   }
 }
@@ -89,115 +88,82 @@ void LinksTransport::do_expect_messages(int from, Tag tag, int change) {
   mailbox().expect(from, tag, change);
 }
 
+void LinksTransport::run(const CollectiveCall& call, const CollectiveArgs& args) {
+  const std::size_t bytes = call.count * size_of(call.dtype);
+  const CallSituation situation{.call = call,
+                                .rank = rank(),
+                                .ranks = world_size(),
+                                .bytes = bytes,
+                                .route = route(),
+                                .host = same_host_.get()};
+  const Choice choice = choose_algorithm(situation, tuning_);
+  const Algorithm& algorithm = *choice.algorithm;
+  log_choice(choices_, call, bytes, algorithm.name, name_of(algorithm.path), choice.why);
+  if (algorithm.path == Path::network) check_on_host(call);
+  AlgorithmContext context{links(), same_host_.get(), tuning_};
+  algorithm.run(context, call, args);
+}
+
 void LinksTransport::do_all_reduce(ElementSpan data, ReduceOp op) {
-  const CollectiveCall call = next_call(CollectiveKind::all_reduce, op, data.dtype, data.count);
-  switch (route()) {
-    case Route::shared_memory:
-      return same_host_->collectives().all_reduce(call, data);
-    case Route::hierarchical:
-      return hierarchical_all_reduce(links(), *same_host_, call, data, tuning_);
-    case Route::network:
-      return rlx::all_reduce(links(), call, data, tuning_);
-  }
+  run(next_call(CollectiveKind::all_reduce, op, data.dtype, data.count), {.output = data});
 }
 
 void LinksTransport::do_all_gather(ConstElementSpan input, ElementSpan output) {
-  const CollectiveCall call =
-      next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count);
-  if (route() == Route::shared_memory)
-    return same_host_->collectives().all_gather(call, input, output);
-  check_on_host(call);
-  rlx::all_gather(links(), call, input, output);
+  run(next_call(CollectiveKind::all_gather, ReduceOp::sum, input.dtype, input.count),
+      {.input = input, .output = output});
 }
 
 void LinksTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
-  const CollectiveCall call =
-      next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count);
-  if (route() == Route::shared_memory) {
-    return same_host_->collectives().reduce_scatter(call, input, output);
-  }
-  check_on_host(call);
-  rlx::reduce_scatter(links(), call, input, output);
+  run(next_call(CollectiveKind::reduce_scatter, op, output.dtype, output.count),
+      {.input = input, .output = output});
 }
 
 void LinksTransport::do_broadcast(ElementSpan data, int root) {
   CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
   call.root = root;
-  if (route() == Route::shared_memory) {
-    return same_host_->collectives().broadcast(call, data, root);
-  }
-  check_on_host(call);
-  rlx::broadcast(links(), call, data);
+  run(call, {.output = data});
 }
 
 void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
-  const CollectiveCall call = next_call(CollectiveKind::all_to_all, ReduceOp::sum, input.dtype,
-                                        input.count / static_cast<std::size_t>(world_size()));
-  if (route() == Route::shared_memory) {
-    return same_host_->collectives().all_to_all(call, input, output);
-  }
-  check_on_host(call);
-  rlx::all_to_all(links(), call, input, output);
+  run(next_call(CollectiveKind::all_to_all, ReduceOp::sum, input.dtype,
+                input.count / static_cast<std::size_t>(world_size())),
+      {.input = input, .output = output});
 }
 
 void LinksTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
   CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
   call.root = root;
-  if (route() == Route::shared_memory) return same_host_->collectives().reduce(call, data);
-  check_on_host(call);
-  rlx::reduce_binomial(links(), call, data);
+  run(call, {.output = data});
 }
 
 void LinksTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
   CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
   call.root = root;
-  if (route() == Route::shared_memory) {
-    return same_host_->collectives().gather(call, input, output);
-  }
-  check_on_host(call);
-  rlx::gather_direct(links(), call, input, output);
+  run(call, {.input = input, .output = output});
 }
 
 void LinksTransport::do_scatter(ConstElementSpan input, ElementSpan output, int root) {
   CollectiveCall call =
       next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
   call.root = root;
-  if (route() == Route::shared_memory) {
-    // It checks the calls whether or not the input fits inline.
-    if (same_host_->collectives().scatter_inline(call, input, output)) return;
-  } else {
-    check_on_host(call);
-  }
-  rlx::scatter_direct(links(), call, input, output);
+  run(call, {.input = input, .output = output});
 }
 
 void LinksTransport::do_all_gather_v(ConstElementSpan input, ElementSpan output,
                                      std::span<const std::size_t> counts) {
-  const CollectiveCall call =
-      next_call(CollectiveKind::all_gather_v, ReduceOp::sum, output.dtype, output.count);
-  check_on_host(call);
-  rlx::all_gather_v(links(), call, input, output, counts);
+  run(next_call(CollectiveKind::all_gather_v, ReduceOp::sum, output.dtype, output.count),
+      {.input = input, .output = output, .counts = counts});
 }
 
 void LinksTransport::do_all_to_all_v(ConstElementSpan input,
                                      std::span<const std::size_t> send_counts, ElementSpan output,
                                      std::span<const std::size_t> recv_counts) {
-  const CollectiveCall call =
-      next_call(CollectiveKind::all_to_all_v, ReduceOp::sum, input.dtype, 0);
-  check_on_host(call);
-  rlx::all_to_all_v(links(), call, input, send_counts, output, recv_counts);
+  run(next_call(CollectiveKind::all_to_all_v, ReduceOp::sum, input.dtype, 0),
+      {.input = input, .output = output, .counts = send_counts, .recv_counts = recv_counts});
 }
 
 void LinksTransport::do_barrier() {
-  const CollectiveCall call = next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0);
-  switch (route()) {
-    case Route::shared_memory:
-      return same_host_->collectives().barrier(call);
-    case Route::hierarchical:
-      return hierarchical_barrier(links(), *same_host_, call);
-    case Route::network:
-      return barrier_dissemination(links(), call);
-  }
+  run(next_call(CollectiveKind::barrier, ReduceOp::sum, Dtype::u8, 0), {});
 }
 
 }  // namespace rlx

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "collectives/algorithm_table.h"
 #include "collectives/links.h"
 #include "collectives/same_host.h"
 #include "collectives/tuning.h"
@@ -72,10 +73,11 @@ class LinksTransport : public Transport {
 
  private:
   CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
-  // Which way this job's collectives go: the network only, shared memory
-  // only (every rank on one host), or both (hierarchical).
-  enum class Route { network, shared_memory, hierarchical };
-  Route route() const;
+  // Which ways this group's collectives can go: the network only, shared
+  // memory only (every rank on one host), or both (hierarchical).
+  Path route() const;
+  // Runs `call` by the algorithm algorithm_table.h chooses.
+  void run(const CollectiveCall& call, const CollectiveArgs& args);
   // Before a collective that runs over the network while this rank has host
   // peers: posts `call` where their shared-memory collectives look, so a
   // different call on either side is a mismatch, not a wait to the deadline.
@@ -85,6 +87,7 @@ class LinksTransport : public Transport {
   std::uint64_t sequence_ = 0;
   std::uint64_t setup_sequence_ = 0;  // set-up's own calls, numbered apart
   std::unique_ptr<SameHost> same_host_;
+  ChoiceLog choices_;
 };
 
 }  // namespace rlx

@@ -18,8 +18,9 @@ struct SameHost::HostRecord {
   shm::SegmentOwner owner;     // this process, as its segment's name records it
   CostModel network;           // rank 0's are the job's
   CostModel shm;
+  std::uint64_t forced_fingerprint = 0;  // of RLX_TUNE's rules: must be rank 0's
   std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
-  char name[47] = {};
+  char name[39] = {};
 };
 
 struct SameHost::Local {
@@ -124,11 +125,30 @@ std::vector<SameHost::HostRecord> SameHost::exchange_records(const launch_env::L
   mine.shm = tuning.shm_cost;
   mine.instance = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   mine.owner = shm::SegmentOwner::self();
+  mine.forced_fingerprint = tuning.forced_fingerprint;
   mine.allowed = env.shm && !env.job_token.empty();
   std::strncpy(mine.name, host.name.c_str(), sizeof mine.name - 1);
   std::vector<HostRecord> records(static_cast<std::size_t>(world_size_));
   hooks_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(records)));
   return records;
+}
+
+void SameHost::check_same_forced_algorithms(const std::vector<HostRecord>& records) const {
+  std::string differ;
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    if (records[r].forced_fingerprint != records.front().forced_fingerprint) {
+      differ += (differ.empty() ? "" : ",") + std::to_string(r);
+    }
+  }
+  if (differ.empty()) return;
+  throw CollectiveError(ErrorKind::invalid_argument,
+                        {.rank = rank_, .world_size = world_size_, .operation = "start the group"},
+                        (differ.find(',') == std::string::npos ? "rank " + differ + " forces"
+                                                               : "ranks " + differ + " force") +
+                            " other algorithms than rank 0 (RLX_TUNE or RLX_ALL_REDUCE_ALGORITHM "
+                            "differ)",
+                        "give every rank the same RLX_TUNE and RLX_ALL_REDUCE_ALGORITHM: ranks "
+                        "that choose differently would wait for each other's other steps");
 }
 
 std::vector<shm::SharedSegment> SameHost::map_segments(const launch_env::LaunchEnv& env,
@@ -197,6 +217,7 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
   const std::vector<HostRecord> records = exchange_records(env, tuning, host);
   if (!env.shm)
     log_lazily(LogLevel::info, [] { return std::string("RLX_SHM=0: the network to every peer"); });
+  check_same_forced_algorithms(records);
   network_cost_ = records.front().network;
   shm_cost_ = records.front().shm;
 

@@ -90,6 +90,8 @@ class SameHost {
                                                const std::vector<HostRecord>& records,
                                                std::vector<std::vector<int>>& groups,
                                                const shm::NodeShape& shape);
+  // Throws invalid_argument on every rank when a rank's RLX_TUNE differs from rank 0's.
+  void check_same_forced_algorithms(const std::vector<HostRecord>& records) const;
   // Which ranks could share memory, by host identity and RLX_SHM.
   std::vector<std::vector<int>> candidate_groups(const std::vector<HostRecord>& records) const;
   // Gathers every rank's `ok`; groups with a rank that is not ok split into singletons.

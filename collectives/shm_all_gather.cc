@@ -51,7 +51,6 @@ void ShmCollectives::all_gather(const CollectiveCall& call, ConstElementSpan inp
   const auto* in = static_cast<const std::byte*>(input.data);
   auto* out = static_cast<std::byte*>(output.data);
   const std::size_t block = input.bytes();
-  log_choice(call, block, fits_inline(block));
   if (fits_inline(block)) {
     // The output is written only once every call matched: a mismatch
     // leaves it as it was.
@@ -73,7 +72,6 @@ void ShmCollectives::all_gather(const CollectiveCall& call, ConstElementSpan inp
 void ShmCollectives::all_gather_blocks(const CollectiveCall& call, ElementSpan data) {
   const BlockSplit split{data.count, local_size()};
   auto* bytes = static_cast<std::byte*>(data.data);
-  log_choice(call, data.bytes(), false);
   open_call(call, {});
   gather_pipelined(call, bytes + split.begin(local_rank()) * size_of(data.dtype), bytes, split);
 }

@@ -72,7 +72,6 @@ void ShmCollectives::reduce_pipelined(const CollectiveCall& call, const std::byt
 
 void ShmCollectives::all_reduce(const CollectiveCall& call, ElementSpan data) {
   auto* bytes = static_cast<std::byte*>(data.data);
-  log_choice(call, data.bytes(), fits_inline(data.bytes()));
   if (fits_inline(data.bytes())) {
     const std::uint64_t number = open_call(call, {bytes, data.bytes()});
     if (data.count == 0) return;
@@ -89,7 +88,6 @@ void ShmCollectives::all_reduce(const CollectiveCall& call, ElementSpan data) {
 
 void ShmCollectives::reduce_scatter_blocks(const CollectiveCall& call, ElementSpan data) {
   if (fits_inline(data.bytes())) return all_reduce(call, data);  // every block, at once
-  log_choice(call, data.bytes(), false);
   open_call(call, {});
   auto* bytes = static_cast<std::byte*>(data.data);
   const BlockSplit split{data.count, local_size()};

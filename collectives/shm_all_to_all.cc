@@ -16,7 +16,6 @@ void ShmCollectives::all_to_all(const CollectiveCall& call, ConstElementSpan inp
   auto* out = static_cast<std::byte*>(output.data);
   const std::size_t block = call.count * size_of(call.dtype);
   const int me = local_rank(), n = local_size();
-  log_choice(call, input.bytes(), fits_inline(input.bytes()));
   if (fits_inline(input.bytes())) {
     const std::uint64_t number = open_call(call, {in, input.bytes()});
     for (int j = 0; j < n; ++j) {

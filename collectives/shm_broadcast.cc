@@ -16,7 +16,6 @@ constexpr std::size_t kMinChunk = std::size_t{16} << 10;
 void ShmCollectives::broadcast(const CollectiveCall& call, ElementSpan data, int root) {
   auto* bytes = static_cast<std::byte*>(data.data);
   const bool is_root = local_rank() == root;
-  log_choice(call, data.bytes(), fits_inline(data.bytes()));
   if (fits_inline(data.bytes())) {
     const std::uint64_t number =
         open_call(call, is_root ? std::span<const std::byte>(bytes, data.bytes())

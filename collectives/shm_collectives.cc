@@ -135,26 +135,20 @@ void ShmCollectives::wait_for_all(Phase phase, std::uint64_t ticket, const Colle
   }
 }
 
-void ShmCollectives::log_choice(const CollectiveCall& call, std::size_t bytes,
-                                bool inline_call) const {
-  log_lazily(LogLevel::debug, [&] {
-    const shm::NodeShape& shape = node_.shape();
-    const std::string how =
-        inline_call ? "one-shot through the call lines (" + format_bytes(bytes) + " fits their " +
-                          format_bytes(shape.call_capacity()) + ")"
-                    : "pipelined through " + std::to_string(shape.slots) + " staging slots of " +
-                          format_bytes(shape.slot_bytes) + " (" + format_bytes(bytes) +
-                          " is over the call line's " + format_bytes(shape.call_capacity()) + ")";
-    return call.describe() + ": shared memory among " + std::to_string(local_size()) + " ranks, " +
-           how;
-  });
+std::string ShmCollectives::protocol(std::size_t posted_bytes) const {
+  const shm::NodeShape& shape = node_.shape();
+  const std::string how = fits_inline(posted_bytes)
+                              ? "one-shot through the call lines (" + format_bytes(posted_bytes) +
+                                    " fits their " + format_bytes(shape.call_capacity()) + ")"
+                              : "pipelined through " + std::to_string(shape.slots) +
+                                    " staging slots of " + format_bytes(shape.slot_bytes) + " (" +
+                                    format_bytes(posted_bytes) + " is over the call lines' " +
+                                    format_bytes(shape.call_capacity()) + ")";
+  return "shared memory among " + std::to_string(local_size()) + " ranks, " + how;
 }
 
 void ShmCollectives::check_call(const CollectiveCall& call) { open_call(call, {}); }
 
-void ShmCollectives::barrier(const CollectiveCall& call) {
-  log_choice(call, 0, true);
-  open_call(call, {});
-}
+void ShmCollectives::barrier(const CollectiveCall& call) { open_call(call, {}); }
 
 }  // namespace rlx

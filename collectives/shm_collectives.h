@@ -90,6 +90,12 @@ class ShmCollectives {
   // deadline for a call that went elsewhere.
   void check_call(const CollectiveCall& call);
 
+  // What fits the call lines (a call's payload that rides in them at once).
+  std::size_t inline_capacity() const { return node_.shape().call_capacity(); }
+  // How a call that posts `posted_bytes` moves, for the debug log: one-shot
+  // through the call lines or pipelined through the staging slots.
+  std::string protocol(std::size_t posted_bytes) const;
+
   // The halves of all_reduce, for hierarchical collectives: afterwards block
   // local_rank() (of split {data.count, local_size()}) of `data` holds the
   // reduction of every local rank's block; then every block is every rank's.
@@ -146,7 +152,6 @@ class ShmCollectives {
   void wait_or_throw(Ready&& ready, int peer, const CollectiveCall& call, std::string_view what);
   void ring_peers();
   // The debug log's line for `call`: the path and the algorithm, and why.
-  void log_choice(const CollectiveCall& call, std::size_t bytes, bool inline_call) const;
   [[noreturn]] void fail_with(CollectiveError error);
   ErrorSite site_of(const CollectiveCall& call, int peer) const;
 

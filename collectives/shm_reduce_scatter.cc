@@ -10,7 +10,6 @@ void ShmCollectives::reduce_scatter(const CollectiveCall& call, ConstElementSpan
                                     ElementSpan output) {
   const auto* in = static_cast<const std::byte*>(input.data);
   const std::size_t offset = static_cast<std::size_t>(local_rank()) * output.bytes();
-  log_choice(call, input.bytes(), fits_inline(input.bytes()));
   if (fits_inline(input.bytes())) {
     const std::uint64_t number = open_call(call, {in, input.bytes()});
     if (output.count == 0) return;

@@ -12,7 +12,6 @@ namespace rlx {
 
 void ShmCollectives::reduce(const CollectiveCall& call, ElementSpan data) {
   const bool fits = fits_inline(data.bytes());
-  log_choice(call, data.bytes(), fits);
   auto* bytes = static_cast<std::byte*>(data.data);
   const bool is_root = local_rank() == node_.local_of(call.root);
   const std::uint64_t number = open_call(
@@ -36,7 +35,6 @@ void ShmCollectives::gather(const CollectiveCall& call, ConstElementSpan input,
                             ElementSpan output) {
   const std::size_t block = input.bytes();
   const bool fits = fits_inline(block);
-  log_choice(call, block, fits);
   const auto* in = static_cast<const std::byte*>(input.data);
   const bool is_root = local_rank() == node_.local_of(call.root);
   const std::uint64_t number =
@@ -62,7 +60,6 @@ bool ShmCollectives::scatter_inline(const CollectiveCall& call, ConstElementSpan
   const std::size_t block = output.bytes();
   const std::size_t all = block * static_cast<std::size_t>(local_size());
   const bool fits = fits_inline(all);
-  log_choice(call, all, fits);
   const int root = node_.local_of(call.root);
   const bool is_root = local_rank() == root;
   const auto* in = static_cast<const std::byte*>(input.data);

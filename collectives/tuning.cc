@@ -1,5 +1,6 @@
 #include "collectives/tuning.h"
 
+#include "collectives/algorithm_table.h"
 #include "transport/errors.h"
 
 namespace rlx {
@@ -22,11 +23,65 @@ void choose(const std::optional<CostModel>& fitted, CostModel built_in, const st
   }
 }
 
+[[noreturn]] void fail(const std::string& rule, const std::string& problem, std::string hint) {
+  throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read launch environment"},
+                        rule + ": " + problem, std::move(hint));
+}
+
+std::string names_of_collectives() {
+  std::string names;
+  for (const CollectiveTable& table : all_tables()) {
+    names += (names.empty() ? "" : ", ") + std::string(name_of(table.collective));
+  }
+  return names;
+}
+
+std::string names_of_algorithms(const CollectiveTable& table) {
+  std::string names;
+  for (const Algorithm& algorithm : table.algorithms) {
+    names += (names.empty() ? "" : ", ") + std::string(algorithm.name);
+  }
+  return names;
+}
+
+ForcedAlgorithm checked(const launch_env::TuneRule& rule) {
+  const std::string written = "RLX_TUNE " + rule.text;
+  for (const CollectiveTable& table : all_tables()) {
+    if (name_of(table.collective) != rule.collective) continue;
+    if (!find_algorithm(table.collective, rule.algorithm)) {
+      fail(written, rule.collective + " has no algorithm '" + rule.algorithm + "'",
+           "its algorithms are " + names_of_algorithms(table));
+    }
+    return {table.collective, rule.from_bytes, rule.to_bytes, rule.algorithm, written, true};
+  }
+  fail(written, "'" + rule.collective + "' is not a collective",
+       "the collectives are " + names_of_collectives());
+}
+
+// FNV-1a: the same on every host, unlike std::hash.
+std::uint64_t fingerprint_of(const std::vector<ForcedAlgorithm>& forced) {
+  if (forced.empty()) return 0;
+  std::uint64_t hash = 14695981039346656037ull;
+  for (const ForcedAlgorithm& rule : forced) {
+    for (const char c : rule.rule + ";")
+      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  }
+  return hash;
+}
+
 }  // namespace
 
 Tuning tuning_for(const launch_env::LaunchEnv& env) {
   const bool shared = launch_env::ranks_share_cores(env.ranks_here());
-  Tuning tuning{.all_reduce = env.all_reduce_algorithm};
+  Tuning tuning;
+  for (const launch_env::TuneRule& rule : env.tune) tuning.forced.push_back(checked(rule));
+  if (env.all_reduce_algorithm != launch_env::AllReduceAlgorithm::by_size) {
+    const bool ring = env.all_reduce_algorithm == launch_env::AllReduceAlgorithm::ring;
+    const std::string name = ring ? "ring" : "recursive_doubling";
+    tuning.forced.push_back({CollectiveKind::all_reduce, 0, launch_env::kNoUpperBound, name,
+                             "RLX_ALL_REDUCE_ALGORITHM=" + name, false});
+  }
+  tuning.forced_fingerprint = fingerprint_of(tuning.forced);
   const CostModelFile file = env.cost_model_file.empty()
                                  ? CostModelFile{}
                                  : read_cost_model_file(env.cost_model_file, env.connect_timeout);

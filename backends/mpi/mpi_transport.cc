@@ -11,6 +11,7 @@
 #include "backends/mpi/datatypes.h"
 #include "backends/mpi/failure.h"
 #include "backends/mpi/mpi.h"
+#include "collectives/algorithm_table.h"
 #include "transport/log.h"
 
 namespace rlx::mpi {
@@ -104,6 +105,14 @@ MpiTransport::MpiTransport(const launch_env::LaunchEnv& env, MpiOptions options,
     throw CollectiveError(ErrorKind::invalid_argument, site("init mpi"),
                           "max_message_bytes is " + std::to_string(options_.max_message_bytes) +
                               "; it must be within 64..INT_MAX");
+  }
+  if (!env.tune.empty()) {
+    throw CollectiveError(ErrorKind::invalid_argument, site("init mpi"),
+                          "RLX_TUNE='" + env.tune.front().text +
+                              "...' chooses rlx's algorithms, but the MPI backend runs Open MPI's",
+                          "unset RLX_TUNE under mpirun (Open MPI's own are tuned with "
+                          "OMPI_MCA_coll_tuned_* settings), or run rlx's algorithms with "
+                          "RLX_BACKEND=tcp");
   }
   for (Dtype dtype : kAllDtypes) {
     piece_elements_[static_cast<std::size_t>(dtype)] = options_.max_message_bytes / size_of(dtype);
@@ -286,6 +295,9 @@ CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype d
 }
 
 void MpiTransport::agree_on(const CollectiveCall& call) {
+  log_choice(choices_, call, call.count * size_of(call.dtype), "open_mpi", "mpi",
+             "Open MPI's own " + std::string(name_of(call.kind)) +
+                 " (its coll framework chooses the algorithm)");
   if (call.count >= CallAgreement::kCountLimit) [[unlikely]] {
     throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
                           "the MPI transport takes at most 2^53 elements per call");

@@ -39,6 +39,7 @@
 #include "backends/mpi/point_to_point.h"
 #include "backends/mpi/runtime.h"
 #include "backends/mpi/watchdog.h"
+#include "collectives/algorithm_table.h"
 #include "transport/collective_call.h"
 #include "transport/failure_latch.h"
 #include "transport/launch_env.h"
@@ -148,6 +149,7 @@ class MpiTransport final : public Transport, private Releasable {
   std::atomic<MPI_Comm> probe_comm_{MPI_COMM_NULL};  // set once the transport is up
   CallAgreement agreement_;
   std::uint64_t sequence_ = 0;                   // collectives run so far
+  ChoiceLog choices_;                            // what the debug log said
   std::vector<int> counts_int_, displacements_;  // the _v collectives', reused
 
   FailureLatch latch_;

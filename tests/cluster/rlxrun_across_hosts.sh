@@ -55,10 +55,10 @@ case $case_name in
     settings=()
     if [[ $case_name == shm_rails ]]; then
       write_hostfile 2 2 2
-      ranks=6 how="hierarchical over 3 hosts, 2 ranks per host each reducing a block across hosts"
+      ranks=6 how="hierarchical_rails (hierarchical), over 3 hosts, 2 ranks per host each reducing a block"
     else
       write_hostfile 2 1 1
-      ranks=4 how="the network over every rank"
+      ranks=4 how="ring (network), flat over every rank"
     fi
     run_suite() {
       run_rlxrun 300 -n $ranks --env RLX_LOG=debug "${settings[@]}" \
@@ -72,13 +72,13 @@ case $case_name in
       grep -q "^\[0\] rlx\[0\] debug: peer 2: the network (rank 2 is on host ${namespaces[1]})" out.txt ||
         fail "rank 0 did not reach rank 2 over the network"
       grep -q "^\[0\] rlx\[0\] debug: all_reduce .* of 1000003 x f32 .*: $how (cost model" out.txt ||
-        { grep "1000003 x f32" out.txt | head -3; fail "the large all-reduce did not go $how"; }
+        { grep "1000003 x f32" out.txt | head -3; fail "the large all-reduce did not choose $how"; }
     }
     run_suite
     if [[ $case_name == shm_leaders ]]; then
       printf 'shm-dedicated 1e-9 1e-13 0\nshm-shared 1e-9 1e-13 0\n' >cheap_shm
       settings=(--env "RLX_COST_MODEL=$PWD/cheap_shm")
-      how="hierarchical over 3 hosts, one leader per host (hosts differ in ranks)"
+      how="hierarchical_leaders (hierarchical), over 3 hosts, one leader per host (hosts differ in ranks)"
       run_suite
     fi
     ;;
