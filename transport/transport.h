@@ -28,6 +28,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -257,7 +258,8 @@ class Transport {
                         ElementSpan output, std::span<const std::size_t> recv_counts);
   Request ibarrier();
 
-  // Typed forms; any std::span extent works (std::span(vector), std::span(array)).
+  // Typed forms; any std::span extent works (std::span(vector), std::span(array)),
+  // and read-only inputs take a span of T or of const T.
   template <Element T, std::size_t N>
   void all_reduce(std::span<T, N> data, ReduceOp op) {
     all_reduce(ElementSpan::of(std::span<T>(data)), op);
@@ -266,8 +268,9 @@ class Transport {
   void all_sum(std::span<T, N> data) {
     all_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void all_gather(std::span<const T, N> input, std::span<T, M> output) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void all_gather(std::span<In, N> input, std::span<T, M> output) {
     all_gather(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
   }
@@ -275,30 +278,35 @@ class Transport {
   void reduce(std::span<T, N> data, ReduceOp op, int root) {
     reduce(ElementSpan::of(std::span<T>(data)), op, root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void gather(std::span<const T, N> input, std::span<T, M> output, int root) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void gather(std::span<In, N> input, std::span<T, M> output, int root) {
     gather(ConstElementSpan::of(std::span<const T>(input)), ElementSpan::of(std::span<T>(output)),
            root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void scatter(std::span<const T, N> input, std::span<T, M> output, int root) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void scatter(std::span<In, N> input, std::span<T, M> output, int root) {
     scatter(ConstElementSpan::of(std::span<const T>(input)), ElementSpan::of(std::span<T>(output)),
             root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void all_gather_v(std::span<const T, N> input, std::span<T, M> output,
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void all_gather_v(std::span<In, N> input, std::span<T, M> output,
                     std::span<const std::size_t> counts) {
     all_gather_v(ConstElementSpan::of(std::span<const T>(input)),
                  ElementSpan::of(std::span<T>(output)), counts);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void all_to_all_v(std::span<const T, N> input, std::span<const std::size_t> send_counts,
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void all_to_all_v(std::span<In, N> input, std::span<const std::size_t> send_counts,
                     std::span<T, M> output, std::span<const std::size_t> recv_counts) {
     all_to_all_v(ConstElementSpan::of(std::span<const T>(input)), send_counts,
                  ElementSpan::of(std::span<T>(output)), recv_counts);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void reduce_scatter(std::span<const T, N> input, std::span<T, M> output, ReduceOp op) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void reduce_scatter(std::span<In, N> input, std::span<T, M> output, ReduceOp op) {
     reduce_scatter(ConstElementSpan::of(std::span<const T>(input)),
                    ElementSpan::of(std::span<T>(output)), op);
   }
@@ -306,8 +314,9 @@ class Transport {
   void broadcast(std::span<T, N> data, int root) {
     broadcast(ElementSpan::of(std::span<T>(data)), root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  void all_to_all(std::span<const T, N> input, std::span<T, M> output) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T>
+  void all_to_all(std::span<In, N> input, std::span<T, M> output) {
     all_to_all(ConstElementSpan::of(std::span<const T>(input)),
                ElementSpan::of(std::span<T>(output)));
   }
@@ -321,13 +330,16 @@ class Transport {
   Request iall_sum(std::span<T, N> data) {
     return iall_reduce(ElementSpan::of(std::span<T>(data)), ReduceOp::sum);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request iall_gather(std::span<const T, N> input, std::span<T, M> output) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request iall_gather(std::span<In, N> input,
+                                                                        std::span<T, M> output) {
     return iall_gather(ConstElementSpan::of(std::span<const T>(input)),
                        ElementSpan::of(std::span<T>(output)));
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request ireduce_scatter(std::span<const T, N> input, std::span<T, M> output, ReduceOp op) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request ireduce_scatter(std::span<In, N> input,
+                                                                            std::span<T, M> output,
+                                                                            ReduceOp op) {
     return ireduce_scatter(ConstElementSpan::of(std::span<const T>(input)),
                            ElementSpan::of(std::span<T>(output)), op);
   }
@@ -335,8 +347,9 @@ class Transport {
   Request ibroadcast(std::span<T, N> data, int root) {
     return ibroadcast(ElementSpan::of(std::span<T>(data)), root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request iall_to_all(std::span<const T, N> input, std::span<T, M> output) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request iall_to_all(std::span<In, N> input,
+                                                                        std::span<T, M> output) {
     return iall_to_all(ConstElementSpan::of(std::span<const T>(input)),
                        ElementSpan::of(std::span<T>(output)));
   }
@@ -344,25 +357,30 @@ class Transport {
   Request ireduce(std::span<T, N> data, ReduceOp op, int root) {
     return ireduce(ElementSpan::of(std::span<T>(data)), op, root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request igather(std::span<const T, N> input, std::span<T, M> output, int root) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request igather(std::span<In, N> input,
+                                                                    std::span<T, M> output,
+                                                                    int root) {
     return igather(ConstElementSpan::of(std::span<const T>(input)),
                    ElementSpan::of(std::span<T>(output)), root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request iscatter(std::span<const T, N> input, std::span<T, M> output, int root) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request iscatter(std::span<In, N> input,
+                                                                     std::span<T, M> output,
+                                                                     int root) {
     return iscatter(ConstElementSpan::of(std::span<const T>(input)),
                     ElementSpan::of(std::span<T>(output)), root);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request iall_gather_v(std::span<const T, N> input, std::span<T, M> output,
-                        std::span<const std::size_t> counts) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request iall_gather_v(
+      std::span<In, N> input, std::span<T, M> output, std::span<const std::size_t> counts) {
     return iall_gather_v(ConstElementSpan::of(std::span<const T>(input)),
                          ElementSpan::of(std::span<T>(output)), counts);
   }
-  template <Element T, std::size_t N, std::size_t M>
-  Request iall_to_all_v(std::span<const T, N> input, std::span<const std::size_t> send_counts,
-                        std::span<T, M> output, std::span<const std::size_t> recv_counts) {
+  template <class In, Element T, std::size_t N, std::size_t M>
+  requires std::same_as<std::remove_const_t<In>, T> Request
+  iall_to_all_v(std::span<In, N> input, std::span<const std::size_t> send_counts,
+                std::span<T, M> output, std::span<const std::size_t> recv_counts) {
     return iall_to_all_v(ConstElementSpan::of(std::span<const T>(input)), send_counts,
                          ElementSpan::of(std::span<T>(output)), recv_counts);
   }

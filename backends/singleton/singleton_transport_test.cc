@@ -26,31 +26,37 @@ TEST(Singleton, EveryCollectiveHasATypedForm) {
   const std::vector<double> in{3.0, 4.0};
   std::vector<double> out(2);
   const std::vector<std::size_t> counts{2};
-  const std::span<const double> input(in);
+  std::vector<double> writable_in = in;
   group.all_reduce(std::span(data), ReduceOp::max);
   group.all_sum(std::span(data));
   group.reduce(std::span(data), ReduceOp::sum, 0);
   group.broadcast(std::span(data), 0);
   EXPECT_EQ(data, (std::vector<double>{1.5, 2.5}));
-  for (auto call : std::initializer_list<std::function<void()>>{
-           [&] { group.all_gather(input, std::span(out)); },
-           [&] { group.reduce_scatter(input, std::span(out), ReduceOp::sum); },
-           [&] { group.all_to_all(input, std::span(out)); },
-           [&] { group.gather(input, std::span(out), 0); },
-           [&] { group.scatter(input, std::span(out), 0); },
-           [&] { group.all_gather_v(input, std::span(out), counts); },
-           [&] { group.all_to_all_v(input, counts, std::span(out), counts); },
-           [&] { group.iall_gather(input, std::span(out)).wait(); },
-           [&] { group.ireduce_scatter(input, std::span(out), ReduceOp::sum).wait(); },
-           [&] { group.iall_to_all(input, std::span(out)).wait(); },
-           [&] { group.igather(input, std::span(out), 0).wait(); },
-           [&] { group.iscatter(input, std::span(out), 0).wait(); },
-           [&] { group.iall_gather_v(input, std::span(out), counts).wait(); },
-           [&] { group.iall_to_all_v(input, counts, std::span(out), counts).wait(); }}) {
-    out.assign(2, 0.0);
-    call();
-    EXPECT_EQ(out, in);
-  }
+  // Inputs as std::span<const T> and as std::span(vector) of T alike.
+  auto check_every_call_with = [&](auto input) {
+    for (auto call : std::initializer_list<std::function<void()>>{
+             [&] { group.all_gather(input, std::span(out)); },
+             [&] { group.reduce_scatter(input, std::span(out), ReduceOp::sum); },
+             [&] { group.all_to_all(input, std::span(out)); },
+             [&] { group.gather(input, std::span(out), 0); },
+             [&] { group.scatter(input, std::span(out), 0); },
+             [&] { group.all_gather_v(input, std::span(out), counts); },
+             [&] { group.all_to_all_v(input, counts, std::span(out), counts); },
+             [&] { group.iall_gather(input, std::span(out)).wait(); },
+             [&] { group.ireduce_scatter(input, std::span(out), ReduceOp::sum).wait(); },
+             [&] { group.iall_to_all(input, std::span(out)).wait(); },
+             [&] { group.igather(input, std::span(out), 0).wait(); },
+             [&] { group.iscatter(input, std::span(out), 0).wait(); },
+             [&] { group.iall_gather_v(input, std::span(out), counts).wait(); },
+             [&] { group.iall_to_all_v(input, counts, std::span(out), counts).wait(); }}) {
+      out.assign(2, 0.0);
+      call();
+      EXPECT_EQ(out, in);
+    }
+  };
+  check_every_call_with(std::span<const double>(in));
+  check_every_call_with(std::span(writable_in));
+  check_every_call_with(std::span(in));
   group.iall_reduce(std::span(data), ReduceOp::min).wait();
   group.iall_sum(std::span(data)).wait();
   group.ireduce(std::span(data), ReduceOp::prod, 0).wait();
