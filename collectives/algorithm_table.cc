@@ -244,17 +244,22 @@ std::string shm_reason(const CallSituation& s) {
   return "every rank on one host: " + s.host->collectives().protocol(posted);
 }
 
-bool has_row(std::span<const Algorithm> table, std::string_view name) {
-  return std::any_of(table.begin(), table.end(),
-                     [&](const Algorithm& a) { return a.name == name; });
+// The collective's shared-memory row (its path says so), or null.
+const Algorithm* shm_row(std::span<const Algorithm> table) {
+  for (const Algorithm& algorithm : table) {
+    if (algorithm.path == Path::shared_memory) return &algorithm;
+  }
+  return nullptr;
 }
 
 // Shared memory when the whole group shares it and the collective has a
 // shared-memory algorithm, else `network`.
 template <class Network>
 Choice shm_else(std::span<const Algorithm> table, const CallSituation& s, Network&& network) {
-  if (s.route == Path::shared_memory && !s.nested && has_row(table, "shared_memory")) {
-    return pick(table, "shared_memory", [&] { return shm_reason(s); });
+  if (s.route == Path::shared_memory && !s.nested) {
+    if (const Algorithm* shm = shm_row(table)) {
+      return {shm, log_enabled(LogLevel::debug) ? shm_reason(s) : std::string()};
+    }
   }
   return network();
 }
