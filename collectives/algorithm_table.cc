@@ -60,6 +60,13 @@ std::string one_step_to_every_peer(const CallSituation& s) {
          std::to_string(Step::kCapacity) + " peers, not " + std::to_string(s.ranks - 1);
 }
 
+// all_gather's direct exchange: every rank's block in one step.
+std::string up_to_a_step_of_ranks(const CallSituation& s) {
+  if (static_cast<std::size_t>(s.ranks) <= Step::kCapacity) return {};
+  return "it takes every rank's block in one step, which holds " + std::to_string(Step::kCapacity) +
+         " ranks, not " + std::to_string(s.ranks);
+}
+
 std::string fits_call_lines(const CallSituation& s) {
   std::string why_not = on_one_host(s);
   if (!why_not.empty()) return why_not;
@@ -94,11 +101,11 @@ const Algorithm kAllReduce[] = {
      }},
     {"hierarchical_rails", Path::hierarchical, "hosts with as many ranks each", across_hosts_alike,
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
-       all_reduce_by_rails(c.links, *c.host, call, a.output, c.tuning);
+       all_reduce_by_rails(c.links, *c.host, call, a.output);
      }},
     {"hierarchical_leaders", Path::hierarchical, "a group spanning hosts", across_hosts,
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
-       all_reduce_by_leaders(c.links, *c.host, call, a.output, c.tuning);
+       all_reduce_by_leaders(c.links, *c.host, call, a.output);
      }},
 };
 
@@ -107,7 +114,7 @@ const Algorithm kAllGather[] = {
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        all_gather_recursive_doubling(c.links, call, a.input, a.output);
      }},
-    {"direct", Path::network, "up to 65 ranks", one_step_to_every_peer,
+    {"direct", Path::network, "up to 64 ranks", up_to_a_step_of_ranks,
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        all_gather_direct(c.links, call, a.input, a.output);
      }},
@@ -287,19 +294,21 @@ Choice all_reduce_by_default(const CallSituation& s, const Tuning& tuning) {
   const HierarchyPrediction model = predict_hierarchy(
       host.network_cost(), host.shm_cost(), s.ranks, static_cast<int>(host.groups().size()),
       static_cast<int>(per_host), rails, static_cast<double>(s.bytes));
-  const std::string predicted = "(cost model, rank 0's constants: hierarchical " +
-                                std::to_string(model.hierarchical * 1e6) + " us, flat " +
-                                std::to_string(model.flat * 1e6) + " us)";
+  auto predicted = [&] {
+    return "(cost model, rank 0's constants: hierarchical " +
+           std::to_string(model.hierarchical * 1e6) + " us, flat " +
+           std::to_string(model.flat * 1e6) + " us)";
+  };
   if (model.hierarchical > model.flat) {
     Choice flat = network_all_reduce(s, tuning);
-    if (!flat.why.empty()) flat.why = "flat over every rank " + predicted + ", " + flat.why;
+    if (!flat.why.empty()) flat.why = "flat over every rank " + predicted() + ", " + flat.why;
     return flat;
   }
   return pick(kAllReduce, rails ? "hierarchical_rails" : "hierarchical_leaders", [&] {
     return "over " + std::to_string(host.groups().size()) + " hosts" +
            (rails ? ", " + std::to_string(per_host) + " ranks per host each reducing a block"
                   : ", one leader per host (hosts differ in ranks)") +
-           " " + predicted;
+           " " + predicted();
   });
 }
 
@@ -317,7 +326,7 @@ Choice all_gather_by_default(const CallSituation& s, const Tuning&) {
       });
     }
     const std::size_t threshold = all_gather_ring_threshold(s.ranks);
-    if (s.bytes < threshold && one_step_to_every_peer(s).empty()) {
+    if (s.bytes < threshold && up_to_a_step_of_ranks(s).empty()) {
       return pick(kAllGather, "direct", [&] {
         return "blocks below the ring's threshold of " + format_bytes(threshold);
       });
@@ -411,15 +420,29 @@ const Algorithm* find_algorithm(CollectiveKind kind, std::string_view name) {
   return nullptr;
 }
 
+namespace {
+
+// Whether `rule` speaks for `s`. RLX_TUNE's ranges are a whole call's bytes:
+// a step of a hierarchical collective (whose rails' blocks may differ by an
+// element) keeps its default. The older all-reduce setting applies where
+// it always did: wherever the network all-reduce runs.
+bool applies(const ForcedAlgorithm& rule, const CallSituation& s) {
+  if (rule.collective != s.call.kind || s.bytes < rule.from_bytes || s.bytes >= rule.to_bytes) {
+    return false;
+  }
+  return rule.strict ? !s.nested : s.nested || s.route == Path::network;
+}
+
+}  // namespace
+
 Choice choose_algorithm(const CallSituation& s, const Tuning& tuning) {
   for (const ForcedAlgorithm& rule : tuning.forced) {
-    if (rule.collective != s.call.kind || s.bytes < rule.from_bytes || s.bytes >= rule.to_bytes) {
-      continue;
-    }
+    if (!applies(rule, s)) continue;
     const Algorithm* forced = find_algorithm(rule.collective, rule.algorithm);
-    if (s.nested && forced->path != Path::network) break;
     const std::string why_not = forced->cannot_run(s);
-    if (why_not.empty()) return {forced, "forced by " + rule.rule};
+    if (why_not.empty()) {
+      return {forced, log_enabled(LogLevel::debug) ? "forced by " + rule.rule : std::string()};
+    }
     if (!rule.strict) break;
     throw CollectiveError(
         ErrorKind::invalid_argument,

@@ -59,6 +59,9 @@ TEST(AlgorithmTable, DefaultsFollowTheCrossoversAndThresholds) {
   EXPECT_EQ(chosen(CollectiveKind::all_gather, 1024, 3), "direct");
   EXPECT_EQ(chosen(CollectiveKind::all_gather, 4 << 20, 3), "ring");
   EXPECT_EQ(chosen(CollectiveKind::all_gather, 1024, 100), "ring");  // too many for one step
+  EXPECT_EQ(chosen(CollectiveKind::all_gather, 1024, 64), "recursive_doubling");
+  EXPECT_EQ(chosen(CollectiveKind::all_gather, 1 << 16, 64), "direct");
+  EXPECT_EQ(chosen(CollectiveKind::all_gather, 1024, 65), "ring");
   EXPECT_EQ(chosen(CollectiveKind::all_to_all, 1024, 4), "direct");
   EXPECT_EQ(chosen(CollectiveKind::all_to_all, 1 << 20, 4), "pairwise");
   EXPECT_EQ(chosen(CollectiveKind::barrier, 0, 4), "dissemination");
@@ -118,11 +121,26 @@ TEST(AlgorithmTable, TheOlderAllReduceSettingFallsBackWhereItCannotRun) {
   EXPECT_EQ(chosen(CollectiveKind::all_reduce, 64, 4, tuning), "ring");
 }
 
-TEST(AlgorithmTable, NestedStepsTakeOnlyNetworkRules) {
-  const Tuning tuning = forcing("all_reduce:0-1k:hierarchical_leaders,1k-inf:ring");
-  const CollectiveCall call{CollectiveKind::all_reduce, ReduceOp::sum, Dtype::f32, 1, 0};
-  const CallSituation step{.call = call, .ranks = 4, .bytes = 4, .nested = true};
-  EXPECT_EQ(choose_algorithm(step, tuning).algorithm->name, "recursive_doubling");
+// RLX_TUNE's ranges are the whole call's bytes: a hierarchical step (whose
+// rails' blocks may differ by an element) keeps its default, where the
+// older setting still applies, falling back where it cannot run.
+TEST(AlgorithmTable, HierarchicalStepsKeepTheirDefaultUnderRlxTune) {
+  const CollectiveCall call{CollectiveKind::all_reduce, ReduceOp::sum, Dtype::f32, 1 << 20, 0};
+  const CallSituation step{.call = call, .ranks = 4, .bytes = 4 << 20, .nested = true};
+  EXPECT_EQ(choose_algorithm(step, forcing("all_reduce:recursive_doubling")).algorithm->name,
+            "ring");
+  launch_env::LaunchEnv env;
+  env.all_reduce_algorithm = launch_env::AllReduceAlgorithm::recursive_doubling;
+  EXPECT_EQ(choose_algorithm(step, tuning_for(env)).algorithm->name, "recursive_doubling");
+}
+
+TEST(AlgorithmTable, RanksAgreeOnWhatTheRulesMeanNotHowTheyAreWritten) {
+  EXPECT_EQ(forcing("all_gather:0-256k:ring").forced_fingerprint,
+            forcing("all_gather:0-262144:ring").forced_fingerprint);
+  EXPECT_NE(forcing("all_gather:0-256k:ring").forced_fingerprint,
+            forcing("all_gather:0-256k:direct").forced_fingerprint);
+  EXPECT_NE(forcing("all_gather:0-256k:ring").forced_fingerprint,
+            forcing("all_gather:0-255k:ring").forced_fingerprint);
 }
 
 std::string error_reading(const char* rules) {

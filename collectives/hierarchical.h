@@ -16,12 +16,13 @@ namespace rlx {
 // each host, then L concurrent all-reduces across hosts, one per block, among
 // the ranks with the same index on every host (each host's network traffic
 // is spread over its L ranks), then an all-gather inside each host.
-void all_reduce_by_rails(Links& links, SameHost& host, const CollectiveCall& call, ElementSpan data,
-                         const Tuning& tuning);
+// The steps across hosts choose by host.job_tuning(), alike on every rank.
+void all_reduce_by_rails(Links& links, SameHost& host, const CollectiveCall& call,
+                         ElementSpan data);
 // One leader per host: an all-reduce inside the host, among the leaders,
 // then a broadcast inside the host.
 void all_reduce_by_leaders(Links& links, SameHost& host, const CollectiveCall& call,
-                           ElementSpan data, const Tuning& tuning);
+                           ElementSpan data);
 // Inside each host, among one leader per host, inside each host again.
 void hierarchical_barrier(Links& links, SameHost& host, const CollectiveCall& call);
 

@@ -212,7 +212,11 @@ std::vector<shm::SharedSegment> SameHost::map_segments(const launch_env::LaunchE
 
 SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int rank, int world_size,
                    Mailbox& mailbox, FailureLatch& latch, Hooks hooks)
-    : rank_(rank), world_size_(world_size), hooks_(std::move(hooks)), latch_(latch) {
+    : rank_(rank),
+      world_size_(world_size),
+      hooks_(std::move(hooks)),
+      latch_(latch),
+      job_tuning_(tuning) {
   const shm::HostIdentity host = shm::this_host(shm::kDefaultDirectory);
   const std::vector<HostRecord> records = exchange_records(env, tuning, host);
   if (!env.shm)
@@ -220,6 +224,9 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
   check_same_forced_algorithms(records);
   network_cost_ = records.front().network;
   shm_cost_ = records.front().shm;
+  job_tuning_.cost = network_cost_;
+  job_tuning_.shm_cost = shm_cost_;
+  job_tuning_.cost_source = job_tuning_.shm_cost_source = "rank 0's constants";
 
   std::vector<std::vector<int>> groups = candidate_groups(records);
   const shm::NodeShape shape{.local_size = static_cast<int>(group_holding(groups, rank).size())};

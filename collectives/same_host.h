@@ -68,6 +68,10 @@ class SameHost {
   // the same constants, so all choose the same algorithm.
   const CostModel& network_cost() const { return network_cost_; }
   const CostModel& shm_cost() const { return shm_cost_; }
+  // This rank's tuning with rank 0's cost models: what collectives run
+  // among some ranks of the job (a hierarchical collective's steps across
+  // hosts) choose by, so every rank of such a step chooses alike.
+  const Tuning& job_tuning() const { return job_tuning_; }
 
   // The ranks at `index` in every host's group (a rail; index 0: the
   // leaders) as a Links over `parent`, made once and kept.
@@ -109,6 +113,7 @@ class SameHost {
   FailureLatch& latch_;
   CostModel network_cost_;
   CostModel shm_cost_;
+  Tuning job_tuning_;
   std::map<std::size_t, std::unique_ptr<SubgroupLinks>> across_hosts_;
 };
 

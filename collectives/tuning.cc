@@ -62,9 +62,19 @@ ForcedAlgorithm checked(const launch_env::TuneRule& rule) {
 std::uint64_t fingerprint_of(const std::vector<ForcedAlgorithm>& forced) {
   if (forced.empty()) return 0;
   std::uint64_t hash = 14695981039346656037ull;
+  auto mix = [&](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte, value >>= 8) {
+      hash = (hash ^ (value & 0xff)) * 1099511628211ull;
+    }
+  };
+  // What the rules mean, not how they are written: 256k and 262144 agree.
   for (const ForcedAlgorithm& rule : forced) {
-    for (const char c : rule.rule + ";")
-      hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    mix(static_cast<std::uint64_t>(rule.collective));
+    mix(rule.from_bytes);
+    mix(rule.to_bytes);
+    mix(rule.strict ? 1 : 0);
+    for (const char c : rule.algorithm) mix(static_cast<unsigned char>(c));
+    mix(0);
   }
   return hash;
 }

@@ -295,9 +295,11 @@ CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype d
 }
 
 void MpiTransport::agree_on(const CollectiveCall& call) {
-  log_choice(choices_, call, call.count * size_of(call.dtype), "open_mpi", "mpi",
-             "Open MPI's own " + std::string(name_of(call.kind)) +
-                 " (its coll framework chooses the algorithm)");
+  if (log_enabled(LogLevel::debug)) {
+    log_choice(choices_, call, call.count * size_of(call.dtype), "open_mpi", "mpi",
+               "Open MPI's own " + std::string(name_of(call.kind)) +
+                   " (its coll framework chooses the algorithm)");
+  }
   if (call.count >= CallAgreement::kCountLimit) [[unlikely]] {
     throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
                           "the MPI transport takes at most 2^53 elements per call");
