@@ -1050,6 +1050,28 @@ TEST(Collectives, ASecondConcurrentCollectiveIsRefusedAndTheGroupCarriesOn) {
   expect_group_usable();
 }
 
+// conformance_tune_network_over_shm_n3 forces recursive doubling on the
+// all_gather of exactly 4093 bytes, which 3 ranks cannot run: that call
+// fails on every rank before anything moves, saying why, its output left
+// as it was, and the group carries on.
+TEST(Tune, AForcedAlgorithmThatCannotRunFailsItsCallAndTheGroupCarriesOn) {
+  const char* tune = std::getenv("RLX_TUNE");
+  if (tune == nullptr || std::strstr(tune, "4093-4094:recursive_doubling") == nullptr || n() != 3) {
+    GTEST_SKIP() << "runs where RLX_TUNE forces it (conformance_tune_network_over_shm_n3)";
+  }
+  std::vector<std::uint8_t> in(4093, static_cast<std::uint8_t>(me()));
+  std::vector<std::uint8_t> out(in.size() * 3, 0xee);
+  expect_invalid([&] { group().all_gather(std::span(in), std::span(out)); },
+                 "forces recursive_doubling, which cannot run here: it needs a power-of-two "
+                 "group, not 3 ranks");
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](std::uint8_t b) { return b == 0xee; }));
+  expect_group_usable();
+  in.push_back(static_cast<std::uint8_t>(me()));
+  out.assign(in.size() * 3, 0);
+  group().all_gather(std::span(in), std::span(out));
+  for (std::size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], i / in.size()) << i;
+}
+
 }  // namespace
 }  // namespace rlx
 
