@@ -6,7 +6,22 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "transport/errors.h"
+
 namespace rlx {
+namespace {
+
+bool is_timeout(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const CollectiveError& error) {
+    return error.kind() == ErrorKind::timeout;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
 
 struct PostedReceives::Impl {
   struct Record {
@@ -24,6 +39,8 @@ struct PostedReceives::Impl {
   // Receives the front record of `key`'s queue (which is not driven) with
   // `lock` released; returns whether it ended (completed, or failed by stop).
   bool drive_front(std::unique_lock<std::mutex>& lock, Key key, bool block);
+  // Pops the front record of `key` and finishes it (mutex held).
+  void end_front(Key key, std::exception_ptr failure, std::size_t length);
   // Advances the receives of `key` until `state` completed or, without
   // `block`, until the next one cannot.
   void advance(Key key, Request::State& state, bool block);
@@ -52,29 +69,33 @@ bool PostedReceives::Impl::drive_front(std::unique_lock<std::mutex>& lock, Key k
   } catch (...) {
     failure = std::current_exception();
   }
-  const bool completed = length.has_value() || failure;
-  if (completed) {
-    front.state->finish(failure, length.value_or(0));
-    expect(key, -1);
-  }
   lock.lock();
   --drivers;
   Queue& same = queues.at(key);  // stop leaves a driven queue in place
   same.driven = false;
+  changed.notify_all();
   // stop() failed every other record while this one was tried without
   // waiting, and waits only for drivers: nobody else would end it.
-  const bool stopped = !completed && stopping;
-  if (stopped) {
-    front.state->finish(stop_error);
-    expect(key, -1);
+  if (!length && !failure && stopping) failure = stop_error;
+  if (!length && !failure) return false;
+  end_front(key, failure, length.value_or(0));
+  // The peer sent nothing on this key for a whole deadline: the receives
+  // queued behind would each wait one more, so a wait() on the n-th would
+  // take n deadlines. They fail with the same timeout now.
+  if (failure && is_timeout(failure)) {
+    while (queues.contains(key)) end_front(key, failure, 0);
   }
-  if (completed || stopped) {
-    same.records.pop_front();
-    outstanding.fetch_sub(1, std::memory_order_acq_rel);
-    if (same.records.empty()) queues.erase(key);
-  }
-  changed.notify_all();
-  return completed || stopped;
+  return true;
+}
+
+void PostedReceives::Impl::end_front(Key key, std::exception_ptr failure, std::size_t length) {
+  auto found = queues.find(key);
+  Record front = std::move(found->second.records.front());
+  found->second.records.pop_front();
+  if (found->second.records.empty()) queues.erase(found);
+  outstanding.fetch_sub(1, std::memory_order_acq_rel);
+  front.state->finish(std::move(failure), length);
+  expect(key, -1);
 }
 
 void PostedReceives::Impl::advance(Key key, Request::State& state, bool block) {

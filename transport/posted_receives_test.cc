@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "transport/errors.h"
+
 namespace rlx {
 namespace {
 
@@ -192,6 +194,37 @@ TEST(PostedReceives, AReceiveTestedWhileStopRunsFailsAsClosed) {
   } catch (const std::runtime_error& error) {
     EXPECT_STREQ(error.what(), "closed");
   }
+}
+
+// A wait() on the n-th receive of a silent key ends after one deadline, not
+// n: the receives queued behind a timed-out one fail with its timeout.
+TEST(PostedReceives, ATimeoutFailsTheReceivesQueuedBehindIt) {
+  int blocking_receives = 0;
+  PostedReceives posted(
+      [&](Key, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
+        if (!block) return std::nullopt;
+        ++blocking_receives;
+        throw CollectiveError(ErrorKind::timeout, {.operation = "recv_bytes"},
+                              "no message arrived");
+      },
+      [](Key, int) {});
+  std::vector<std::uint32_t> values(10, 0);
+  std::vector<Request> requests;
+  for (std::uint32_t& value : values) {
+    requests.push_back(posted.post({.peer = 1, .tag = 4}, bytes_of(value), 1));
+  }
+  try {
+    requests.back().wait();
+    ADD_FAILURE() << "a receive of a silent key completed";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::timeout);
+  }
+  EXPECT_EQ(blocking_receives, 1);
+  for (const Request& request : requests) EXPECT_THROW(request.test(), CollectiveError);
+  // A receive posted afterwards waits a deadline of its own.
+  std::uint32_t later = 0;
+  EXPECT_THROW(posted.post({.peer = 1, .tag = 4}, bytes_of(later), 1).wait(), CollectiveError);
+  EXPECT_EQ(blocking_receives, 2);
 }
 
 TEST(PostedReceives, ManyThreadsWaitingOnOneKeyEachGetTheirOwn) {
