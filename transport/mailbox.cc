@@ -3,6 +3,17 @@
 #include <algorithm>
 
 namespace rlx {
+namespace {
+
+thread_local std::optional<std::pair<int, Tag>> counted_receiver;
+
+}  // namespace
+
+Mailbox::CountedReceiver::CountedReceiver(int from, Tag tag) : outer_(counted_receiver) {
+  counted_receiver = std::make_pair(from, tag);
+}
+
+Mailbox::CountedReceiver::~CountedReceiver() { counted_receiver = outer_; }
 
 bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool awaited) {
   {
@@ -35,23 +46,39 @@ bool Mailbox::awaited(int from, Tag tag) const {
   return static_cast<std::size_t>(waiting->second) > ahead;
 }
 
+int Mailbox::waiting(int from, Tag tag) const {
+  std::lock_guard lock(mutex_);
+  const auto found = waiting_.find(std::make_pair(from, tag));
+  return found == waiting_.end() ? 0 : found->second;
+}
+
 void Mailbox::expect(int from, Tag tag, int change) {
   std::lock_guard lock(mutex_);
-  const auto key = std::make_pair(from, tag);
-  if ((waiting_[key] += change) <= 0) waiting_.erase(key);
+  count_waiting(std::make_pair(from, tag), change);
+}
+
+void Mailbox::count_waiting(std::pair<int, Tag> key, int change) {
+  if (change > 0) {
+    waiting_[key] += change;
+    return;
+  }
+  const auto found = waiting_.find(key);  // allocates nothing, so it never throws
+  if (found != waiting_.end() && (found->second += change) <= 0) waiting_.erase(found);
 }
 
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(from, tag);
-  ++waiting_[key];
+  const bool counted = counted_receiver == key;
+  if (!counted) count_waiting(key, +1);
   struct Leave {
-    std::map<std::pair<int, Tag>, int>& waiting;
+    Mailbox& mailbox;
     std::pair<int, Tag> key;
+    bool counted;
     ~Leave() {
-      if (--waiting[key] <= 0) waiting.erase(key);
+      if (!counted) mailbox.count_waiting(key, -1);
     }
-  } leave{waiting_, key};  // runs with the lock held: declared after it
+  } leave{*this, key, counted};  // runs with the lock held: declared after it
   for (;;) {
     if (auto message = pop(from, tag)) return message;
     if (auto error = failure_for(from)) std::rethrow_exception(error);

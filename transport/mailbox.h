@@ -39,12 +39,17 @@ class Mailbox {
   // `from` with `tag` (more receivers wait than messages are queued): that
   // message is not early, so the cap does not apply to it.
   bool awaited(int from, Tag tag) const;
+  // Receivers counted as waiting for `from` and `tag`: inside take(), or
+  // posted (expect).
+  int waiting(int from, Tag tag) const;
   // Receives posted without a waiting thread (Transport::irecv) count as
   // waiting receivers: `change` is +1 when one is posted, -1 when it ended.
   void expect(int from, Tag tag, int change);
 
   // Takes the oldest message from `from` with `tag`. Returns nullopt when the
-  // deadline passes first; rethrows the failure recorded for `from`.
+  // deadline passes first; rethrows the failure recorded for `from`. The
+  // caller counts as a waiting receiver meanwhile, unless this thread is
+  // inside a CountedReceiver of that peer and tag.
   std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline);
   // The same without waiting (and without reading the clock): for receivers
   // that drive their transport's progress themselves while they wait.
@@ -59,12 +64,27 @@ class Mailbox {
   // from the network, whose close may overtake them, is ignored for it.
   void end_reported_by_own_channel(int peer);
 
+  // While one lives, this thread's take() of (from, tag) is a posted
+  // receive's, which expect() counts already: counted twice, the message
+  // behind it would pass as awaited and slip past the cap.
+  class CountedReceiver {
+   public:
+    CountedReceiver(int from, Tag tag);
+    ~CountedReceiver();
+    CountedReceiver(const CountedReceiver&) = delete;
+    CountedReceiver& operator=(const CountedReceiver&) = delete;
+
+   private:
+    std::optional<std::pair<int, Tag>> outer_;
+  };
+
   std::size_t held_bytes() const;
   std::size_t byte_cap() const { return byte_cap_; }
 
  private:
   std::exception_ptr failure_for(int peer) const;
   std::optional<std::vector<std::byte>> pop(int from, Tag tag);  // mutex_ held
+  void count_waiting(std::pair<int, Tag> key, int change);       // mutex_ held
 
   const std::size_t byte_cap_;
   mutable std::mutex mutex_;

@@ -1,5 +1,6 @@
 #include "transport/mailbox.h"
 
+#include <future>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -78,6 +79,31 @@ TEST(Mailbox, AMessageAReceiverWaitsForMayExceedTheCap) {
   EXPECT_EQ(got->size(), 6u);
   EXPECT_FALSE(box.awaited(1, 7));                          // the receiver has left
   EXPECT_FALSE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5})));  // early and above the cap
+}
+
+// A posted receive is counted by expect(); its driver's take() must not
+// count it again, or the message after the one it waits for would pass the
+// cap as awaited.
+TEST(Mailbox, APostedReceiveDrivenByTakeCountsOnce) {
+  Mailbox box(4);
+  box.expect(1, 7, +1);
+  std::promise<void> entering;
+  std::optional<std::vector<std::byte>> got;
+  std::thread driver([&] {
+    const Mailbox::CountedReceiver counted(1, 7);
+    entering.set_value();
+    got = box.take(1, 7, Mailbox::Clock::now() + 10s);
+  });
+  entering.get_future().wait();
+  std::this_thread::sleep_for(50ms);  // the driver is inside take()
+  EXPECT_EQ(box.waiting(1, 7), 1);
+  ASSERT_TRUE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5, 6}), box.awaited(1, 7)));
+  driver.join();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(box.waiting(1, 7), 1);  // until the posted receive ends
+  box.expect(1, 7, -1);
+  EXPECT_EQ(box.waiting(1, 7), 0);
+  EXPECT_FALSE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5}), box.awaited(1, 7)));
 }
 
 TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "transport/mailbox.h"
+
 namespace rlx {
 
 std::string_view name_of(ReduceOp op) {
@@ -27,7 +29,10 @@ Transport::Transport(int rank, int world_size, std::string backend,
       posted_receives_(
           [this](PostedReceives::Key key, std::span<std::byte> into, std::size_t element,
                  bool block) -> std::optional<std::size_t> {
-            if (block) return receive_checked(key.peer, key.tag, into, element);
+            if (block) {
+              const Mailbox::CountedReceiver counted(key.peer, key.tag);
+              return receive_checked(key.peer, key.tag, into, element);
+            }
             return try_receive_checked(key.peer, key.tag, into, element);
           },
           [this](PostedReceives::Key key, int change) {
