@@ -21,6 +21,7 @@ bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool aw
     if (!awaited && message.size() > byte_cap_ - std::min(held_bytes_, byte_cap_)) return false;
     held_bytes_ += message.size();
     queues_[{from, tag}].push_back(std::move(message));
+    events_.fetch_add(1, std::memory_order_release);
   }
   arrived_.notify_all();
   return true;
@@ -79,9 +80,19 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
       if (!counted) mailbox.count_waiting(key, -1);
     }
   } leave{*this, key, counted};  // runs with the lock held: declared after it
+  bool spun = false;
   for (;;) {
     if (auto message = pop(from, tag)) return message;
     if (auto error = failure_for(from)) std::rethrow_exception(error);
+    if (!spun) {
+      // Once per take: a receive that outlasts the spin sleeps.
+      spun = true;
+      const auto seen = events_.load(std::memory_order_acquire);
+      lock.unlock();
+      spin_.until([&] { return events_.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+      continue;  // what arrived while the lock was free was notified to nobody
+    }
     if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout &&
         Clock::now() >= deadline) {
       return std::nullopt;
@@ -104,6 +115,7 @@ void Mailbox::fail(int peer, std::exception_ptr error) {
     } else if (!peer_failures_.contains(peer) && !own_channel_peers_.contains(peer)) {
       peer_failures_[peer] = std::move(error);
     }
+    events_.fetch_add(1, std::memory_order_release);
   }
   arrived_.notify_all();
 }

@@ -9,6 +9,7 @@
 // nobody, and may be of any length.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -21,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/bounded_spin.h"
 #include "transport/transport.h"
 
 namespace rlx {
@@ -29,7 +31,9 @@ class Mailbox {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit Mailbox(std::size_t byte_cap) : byte_cap_(byte_cap) {}
+  // `spin`: how take() waits before it sleeps (none by default).
+  explicit Mailbox(std::size_t byte_cap, BoundedSpin spin = {})
+      : byte_cap_(byte_cap), spin_(spin) {}
 
   // Queues a message. Returns false (and queues nothing) when it would take
   // the held bytes above the cap, unless `awaited` (see awaited()).
@@ -87,6 +91,7 @@ class Mailbox {
   void count_waiting(std::pair<int, Tag> key, int change);       // mutex_ held
 
   const std::size_t byte_cap_;
+  const BoundedSpin spin_;
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
@@ -95,6 +100,8 @@ class Mailbox {
   std::set<int> own_channel_peers_;
   std::exception_ptr global_failure_;
   std::size_t held_bytes_ = 0;
+  // Counts deliveries and failures: what a spinning take() watches.
+  std::atomic<std::uint64_t> events_{0};
 };
 
 }  // namespace rlx

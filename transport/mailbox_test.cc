@@ -106,6 +106,29 @@ TEST(Mailbox, APostedReceiveDrivenByTakeCountsOnce) {
   EXPECT_FALSE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5}), box.awaited(1, 7)));
 }
 
+// A receiver that spins before it sleeps must see what arrives while it
+// spins and what arrives between its spin and its sleep: a message missed
+// there would sit until the deadline. Ping-pong with a spin of 1 us hits
+// both windows many times.
+TEST(Mailbox, ASpinningReceiverMissesNoMessage) {
+  const BoundedSpin spin{.bound = 1us, .yield = true};
+  Mailbox ping(1024, spin), pong(1024, spin);
+  constexpr int kRounds = 5000;
+  std::thread echo([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      auto message = ping.take(0, 0, Mailbox::Clock::now() + 2s);
+      if (!message || !pong.deliver(1, 0, std::move(*message))) return;
+    }
+  });
+  int answered = 0;
+  for (; answered < kRounds; ++answered) {
+    if (!ping.deliver(0, 0, bytes({answered & 0xff}))) break;
+    if (!pong.take(1, 0, Mailbox::Clock::now() + 2s)) break;
+  }
+  echo.join();
+  EXPECT_EQ(answered, kRounds);
+}
+
 TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {
   Mailbox box(16);
   ASSERT_TRUE(box.deliver(3, 0, bytes({1})));

@@ -25,14 +25,6 @@ constexpr std::size_t kStagingBytes = 256 * 1024;
 // keep system calls few.
 constexpr std::size_t kMaxBytesPerCall = 512 * 1024;
 
-// How long a step retries before blocking: a peer's reply to a small message
-// comes within microseconds when the peer has a core, sooner than poll()
-// wakes a sleeping thread on this kind of VM (bench/compare, 2 ranks). When
-// ranks share cores the retries yield, and the same bound measured best
-// (4 ranks on 2 cores: a 4 B all_sum took 96 us blocking at once, 52 us
-// yielding for 50 us, 47 us for 200 us).
-constexpr std::chrono::microseconds kSpin{50};
-
 // How long a lost connection waits for the abort that may explain it.
 constexpr std::chrono::milliseconds kRootCauseGrace{250};
 
@@ -41,14 +33,14 @@ bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || cod
 }  // namespace
 
 LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
-                     std::chrono::milliseconds timeout, bool yield_while_spinning,
-                     FailureLatch& latch, std::function<void(const CollectiveError&)> on_failure)
+                     std::chrono::milliseconds timeout, BoundedSpin spin, FailureLatch& latch,
+                     std::function<void(const CollectiveError&)> on_failure)
     : rank_(rank),
       world_size_(world_size),
       num_lanes_(0),
       lanes_(std::move(lanes)),
       timeout_(timeout),
-      yield_while_spinning_(yield_while_spinning),
+      spin_(spin),
       latch_(latch),
       on_failure_(std::move(on_failure)) {
   for (const auto& peer_lanes : lanes_) {
@@ -118,22 +110,19 @@ void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
 
 void LaneLinks::run(const CollectiveCall& call, std::uint32_t step) {
   const Deadline deadline = Clock::now() + timeout_;
-  auto spin_until = Clock::now() + kSpin;
   for (;;) {
-    bool done = true;
-    for (auto& s : sends_) done = progress_send(s) && done;
-    for (auto& r : recvs_) done = progress_recv(r, call, step) && done;
+    bool done = false;
+    const bool moved = spin_.until([&] {
+      done = true;
+      for (auto& s : sends_) done = progress_send(s) && done;
+      for (auto& r : recvs_) done = progress_recv(r, call, step) && done;
+      // Checked on every round, not only after poll(): a poll() that finds a
+      // byte ready returns before it looks at the clock.
+      return done || Clock::now() >= deadline;
+    });
     if (done) return;
-    const auto now = Clock::now();
-    // Checked on every round, not only after poll(): a poll() that finds a
-    // byte ready returns before it looks at the clock.
-    if (now >= deadline) fail_timeout(call, step);
-    if (now < spin_until) {
-      if (yield_while_spinning_) std::this_thread::yield();
-      continue;
-    }
+    if (moved || Clock::now() >= deadline) fail_timeout(call, step);
     wait_for_sockets(call, step, deadline);
-    spin_until = Clock::now() + kSpin;
   }
 }
 

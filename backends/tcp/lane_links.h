@@ -16,6 +16,7 @@
 #include <poll.h>
 
 #include "collectives/links.h"
+#include "transport/bounded_spin.h"
 #include "transport/failure_latch.h"
 #include "transport/frame.h"
 #include "transport/socket_io.h"
@@ -27,13 +28,9 @@ class LaneLinks final : public Links {
   // lanes[peer][lane]: this rank's lane connections (empty for itself).
   // `on_failure` is called with every error exchange() throws, before it
   // throws, so the transport can tell the other ranks. A step that cannot
-  // move retries for a short bounded spin before it blocks in poll(). With
-  // `yield_while_spinning` (for ranks that share cores, see
-  // launch_env::ranks_share_cores) every retry gives the core away, so the
-  // peer with work to do runs and its reply is picked up without the wakeup
-  // a thread asleep in poll() needs (docs/BENCHMARKS.md, "4 ranks on 2 cores").
+  // move retries for the `spin` before it blocks in poll().
   LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
-            std::chrono::milliseconds timeout, bool yield_while_spinning, FailureLatch& latch,
+            std::chrono::milliseconds timeout, BoundedSpin spin, FailureLatch& latch,
             std::function<void(const CollectiveError&)> on_failure);
 
   int rank() const override { return rank_; }
@@ -93,7 +90,7 @@ class LaneLinks final : public Links {
   int rank_, world_size_, num_lanes_;
   std::vector<std::vector<UniqueFd>> lanes_;
   std::chrono::milliseconds timeout_;
-  bool yield_while_spinning_;
+  BoundedSpin spin_;
   FailureLatch& latch_;
   std::function<void(const CollectiveError&)> on_failure_;
   std::function<std::string()> silence_probe_;

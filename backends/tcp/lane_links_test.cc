@@ -27,8 +27,8 @@ class OneLane {
     std::vector<std::vector<UniqueFd>> lanes(2);
     lanes[1].emplace_back(fds[0]);
     peer_ = UniqueFd(fds[1]);
-    links_ = std::make_unique<LaneLinks>(0, 2, std::move(lanes), timeout,
-                                         /*yield_while_spinning=*/false, latch_, nullptr);
+    links_ = std::make_unique<LaneLinks>(0, 2, std::move(lanes), timeout, bounded_spin_for(1),
+                                         latch_, nullptr);
   }
   LaneLinks& links() { return *links_; }
   int peer_fd() const { return peer_.get(); }

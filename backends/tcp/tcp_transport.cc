@@ -44,7 +44,7 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, Unconnected)
       spec_{rank(), world_size(), env.tcp_lanes, env.job_token,
             CongestionControl::from_setting(env.tcp_congestion,
                                             startup_site(env, "set up tcp connections"))},
-      mailbox_(env.unexpected_bytes_cap),
+      mailbox_(env.unexpected_bytes_cap, bounded_spin_for_delivery()),
       io_(std::make_unique<Io>()) {}
 
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env, Unconnected{}) {
@@ -151,10 +151,9 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
       lanes[peer].push_back(std::move(mine[lane]));
     }
   }
-  const bool share_cores = launch_env::ranks_share_cores(env_.ranks_here());
-  links_ =
-      std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(), share_cores,
-                                  latch_, [this](const CollectiveError& e) { fail(e, true); });
+  links_ = std::make_unique<LaneLinks>(rank(), world_size(), std::move(lanes), timeout(),
+                                       bounded_spin_for(env_.ranks_here()), latch_,
+                                       [this](const CollectiveError& e) { fail(e, true); });
   links_->set_silence_probe([this] { return describe_silent_peers(); });
   for (auto& channel : channels_) {
     if (channel) channel->start();

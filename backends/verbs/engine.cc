@@ -10,7 +10,7 @@ namespace rlx::verbs {
 
 Engine::Engine(Spec spec, Device& device, Mailbox& mailbox, FailureLatch& latch)
     : spec_(spec),
-      caller_spin_(spec.caller_spin),
+      caller_spin_(spec.caller_spin.bound),
       device_(device),
       mailbox_(mailbox),
       latch_(latch) {

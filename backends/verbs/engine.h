@@ -35,6 +35,7 @@
 #include "backends/verbs/device.h"
 #include "backends/verbs/packet.h"
 #include "collectives/links.h"
+#include "transport/bounded_spin.h"
 #include "transport/failure_latch.h"
 #include "transport/mailbox.h"
 #include "transport/socket_io.h"
@@ -49,13 +50,12 @@ class Engine {
     int rank = 0;
     int world_size = 1;
     std::chrono::milliseconds timeout{0};
-    // How long a waiting caller polls the CQ before it sleeps (RLX_VERBS_SPIN_US).
-    std::chrono::microseconds caller_spin{200};
-    // Whether a spinning caller yields its core on every empty poll: only
-    // when ranks share cores (launch_env::ranks_share_cores). With a core of
+    // How long a waiting caller polls the CQ before it sleeps
+    // (RLX_VERBS_SPIN_US), and whether it yields its core on every empty
+    // poll: only when ranks share cores (bounded_spin_for). With a core of
     // its own, a yield is a system call between two polls, which under
     // emulation costs more than a small message's whole round trip.
-    bool yield_while_spinning = true;
+    BoundedSpin caller_spin{.bound = std::chrono::microseconds(200), .yield = true};
   };
 
   // Allocates and registers every buffer for every peer. Throws CollectiveError.

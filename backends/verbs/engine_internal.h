@@ -262,7 +262,7 @@ bool Engine::drive(Caller& caller, Deadline deadline, bool check_latch, Done don
       // Another caller of this rank may want the lock; when ranks share
       // cores, so may the device's own work (rxe runs in the kernel).
       caller.lock.unlock();
-      if (spec_.yield_while_spinning) std::this_thread::yield();
+      if (spec_.caller_spin.yield) std::this_thread::yield();
       caller.lock.lock();
       continue;
     }

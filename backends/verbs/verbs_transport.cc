@@ -103,8 +103,8 @@ void VerbsTransport::open_device(const launch_env::LaunchEnv& env, std::string a
   device_ = std::make_unique<Device>(cm_->context(), Engine::cq_entries(world_size()),
                                      startup_site(env, "open " + chosen));
   Engine::Spec spec{rank(), world_size(), timeout()};
-  spec.yield_while_spinning = launch_env::ranks_share_cores(env.ranks_here());
-  if (env.verbs.caller_spin) spec.caller_spin = *env.verbs.caller_spin;
+  spec.caller_spin.yield = bounded_spin_for(env.ranks_here()).yield;
+  if (env.verbs.caller_spin) spec.caller_spin.bound = *env.verbs.caller_spin;
   engine_ = std::make_unique<Engine>(spec, *device_, mailbox_, latch_);
   Engine& engine = *engine_;
   cm_->attach(device_->pd(), device_->cq(), Engine::queue_shape(),
