@@ -67,7 +67,8 @@ void Mailbox::count_waiting(std::pair<int, Tag> key, int change) {
   if (found != waiting_.end() && (found->second += change) <= 0) waiting_.erase(found);
 }
 
-std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline) {
+std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline,
+                                                    Pump* pump) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(from, tag);
   const bool counted = counted_receiver == key;
@@ -89,7 +90,19 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
       spun = true;
       const auto seen = events_.load(std::memory_order_acquire);
       lock.unlock();
-      spin_.until([&] { return events_.load(std::memory_order_acquire) != seen; });
+      {
+        // Before the lock is taken again: stopping may report a failure here.
+        struct StopPump {
+          Pump* pump;
+          ~StopPump() {
+            if (pump) pump->stop();
+          }
+        } stop_pump{pump};
+        spin_.until([&] {
+          if (pump) pump->pump();
+          return events_.load(std::memory_order_acquire) != seen;
+        });
+      }
       lock.lock();
       continue;  // what arrived while the lock was free was notified to nobody
     }

@@ -54,7 +54,19 @@ class Mailbox {
   // deadline passes first; rethrows the failure recorded for `from`. The
   // caller counts as a waiting receiver meanwhile, unless this thread is
   // inside a CountedReceiver of that peer and tag.
-  std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline);
+  // What a spinning take() does meanwhile (see the constructor): it reads
+  // what is on its way to this mailbox itself, so the message arrives
+  // without another thread's wakeup. stop() is called once the spin ends.
+  class Pump {
+   public:
+    virtual void pump() = 0;
+    virtual void stop() = 0;
+
+   protected:
+    ~Pump() = default;
+  };
+  std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline,
+                                             Pump* pump = nullptr);
   // The same without waiting (and without reading the clock): for receivers
   // that drive their transport's progress themselves while they wait.
   std::optional<std::vector<std::byte>> try_take(int from, Tag tag);

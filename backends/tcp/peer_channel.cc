@@ -1,39 +1,114 @@
 #include "backends/tcp/peer_channel.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include <sys/socket.h>
 
-#include "transport/asio.h"
 #include "transport/wire.h"
 
 namespace rlx::tcp {
-namespace asio = boost::asio;
 
 namespace {
 
 // An abort message longer than this is a protocol violation.
 constexpr std::uint64_t kMaxAbortBytes = 64 * 1024;
 
+// Bytes read per turn at most: a peer that streams without pause must not
+// keep the progress thread from its other connections, nor a spinning
+// receiver from its deadline. What is left is reported again at once.
+constexpr std::size_t kBytesPerTurn = 4 * 1024 * 1024;
+
 }  // namespace
 
-struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
-  Reader(asio::io_context& io, int fd, int peer_rank, Mailbox& box, Hooks h,
+// Reads frames off the connection. Whoever holds `mutex` reads: the
+// progress thread when the poller reports the socket readable, or a
+// receiver that claimed the connection while it spins (PeerChannel::Pump),
+// which leaves the socket unarmed in the poller meanwhile. The progress
+// thread never waits for the lock: finding it taken, it drops the report,
+// and the holder arms the socket again once it has let go (after, so the
+// report that arming may cause cannot find the lock still taken).
+struct PeerChannel::Reader {
+  Reader(ChannelPoller& watch, int socket, int peer_rank, Mailbox& box, Hooks h,
          std::atomic<bool>& closed, PeerChannel& owner)
-      : stream(io, fd),
+      : poller(watch),
+        fd(socket),
         peer(peer_rank),
         mailbox(box),
         hooks(std::move(h)),
         peer_closed(closed),
         channel(owner) {}
 
-  void read_header() {
-    asio::async_read(stream, asio::buffer(header),
-                     [self = shared_from_this()](boost::system::error_code ec, std::size_t) {
-                       if (ec) return self->on_stream_end(ec);
-                       self->on_header();
-                     });
+  // On the progress thread.
+  void on_readable() {
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return;
+    read_available();
+    release(lock);
+  }
+
+  bool claim() {
+    std::unique_lock lock(mutex, std::try_to_lock);
+    if (!lock.owns_lock()) return false;
+    if (!ended) {
+      try {
+        poller.disarm(fd, &channel);
+      } catch (const CollectiveError& error) {
+        ended = true;
+        lock.unlock();
+        hooks.fail(std::make_exception_ptr(error), /*tell_peers=*/true);
+        return false;
+      }
+    }
+    lock.release();  // held until release()
+    return true;
+  }
+
+  void release() {
+    std::unique_lock lock(mutex, std::adopt_lock);
+    release(lock);
+  }
+
+  void release(std::unique_lock<std::mutex>& lock) {
+    const bool more = !ended;
+    lock.unlock();
+    if (!more) return;
+    try {
+      poller.arm(fd, &channel);
+    } catch (const CollectiveError& error) {
+      hooks.fail(std::make_exception_ptr(error), /*tell_peers=*/true);
+    }
+  }
+
+  // Reads frames until the socket has no more bytes, the stream ended or
+  // this turn's bytes are used up (mutex held).
+  void read_available() {
+    std::size_t turn = 0;
+    while (!ended && turn < kBytesPerTurn) {
+      const std::span<std::byte> into =
+          frame ? std::span(payload).subspan(got) : std::span(header).subspan(got);
+      if (!into.empty()) {
+        const ssize_t n = ::recv(fd, into.data(), std::min(into.size(), kBytesPerTurn - turn), 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return on_stream_end(n == 0 ? "End of file" : std::strerror(errno));
+        got += static_cast<std::size_t>(n);
+        turn += static_cast<std::size_t>(n);
+        if (got < (frame ? payload.size() : header.size())) continue;
+      }
+      got = 0;
+      if (frame) {
+        const wire::FrameHeader h = *frame;
+        frame.reset();
+        on_payload(h);
+      } else {
+        on_header();
+      }
+    }
   }
 
   void on_header() {
@@ -48,23 +123,24 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
         return on_message_header(h);
       case wire::FrameKind::abort:
         if (h.length > kMaxAbortBytes) return violation("oversized abort message");
-        return read_payload(h);
+        return expect_payload(h);
       case wire::FrameKind::close:
+        ended = true;  // nothing may follow a close
         peer_closed = true;
         fail_receivers(ErrorKind::peer_lost,
                        "rank " + std::to_string(peer) + " has shut down its transport");
         if (hooks.peer_closed) hooks.peer_closed();
-        return;  // nothing may follow a close
+        return;
       case wire::FrameKind::collective:
         return violation("a collective frame arrived on the point-to-point connection");
       case wire::FrameKind::ping:
         if (h.length != 0) return violation("a ping with a payload");
         channel.answer_ping();
-        return read_header();
+        return;
       case wire::FrameKind::pong:
         if (h.length != 0) return violation("a pong with a payload");
         ++channel.pongs_;
-        return read_header();
+        return;
     }
   }
 
@@ -77,7 +153,7 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
     ++expected_sequence;
     // A receiver already waiting takes a message of any length; only bytes
     // held for nobody count against the cap.
-    const bool awaited = mailbox.awaited(peer, h.tag);
+    awaited = mailbox.awaited(peer, h.tag);
     if (!awaited && h.length > mailbox.byte_cap()) {
       return fail_all(ErrorKind::resource_exhausted,
                       "rank " + std::to_string(peer) + " sent a " + format_bytes(h.length) +
@@ -85,10 +161,10 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
                           ") that no recv_bytes waited for; at most RLX_UNEXPECTED_BYTES = " +
                           format_bytes(mailbox.byte_cap()) + " can be held for later");
     }
-    read_payload(h, awaited);
+    expect_payload(h);
   }
 
-  void read_payload(const wire::FrameHeader& h, bool awaited = false) {
+  void expect_payload(const wire::FrameHeader& h) {
     try {
       payload.assign(h.length, std::byte{0});
     } catch (const std::exception&) {  // bad_alloc, or a length above max_size()
@@ -96,16 +172,12 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
                                                          " for a message from rank " +
                                                          std::to_string(peer));
     }
-    asio::async_read(
-        stream, asio::buffer(payload),
-        [self = shared_from_this(), h, awaited](boost::system::error_code ec, std::size_t) {
-          if (ec) return self->on_stream_end(ec);
-          self->on_payload(h, awaited);
-        });
+    frame = h;
   }
 
-  void on_payload(const wire::FrameHeader& h, bool awaited) {
+  void on_payload(const wire::FrameHeader& h) {
     if (h.kind == wire::FrameKind::abort) {
+      ended = true;
       const std::string_view text(reinterpret_cast<const char*>(payload.data()), payload.size());
       hooks.fail(std::make_exception_ptr(
                      wire::relayed_failure(h, text, peer, hooks.site("(remote failure)", -1))),
@@ -118,14 +190,15 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
                       "RLX_UNEXPECTED_BYTES = " +
                           format_bytes(mailbox.byte_cap()));
     }
-    read_header();
+    payload = {};
   }
 
-  void on_stream_end(const boost::system::error_code& ec) {
-    if (ec == asio::error::operation_aborted || peer_closed) return;
+  void on_stream_end(const std::string& why) {
+    ended = true;
+    if (peer_closed) return;
     fail_all(ErrorKind::peer_lost, "rank " + std::to_string(peer) +
-                                       " closed its connection without shutting down (" +
-                                       ec.message() + "): it exited or crashed");
+                                       " closed its connection without shutting down (" + why +
+                                       "): it exited or crashed");
   }
 
   void violation(const std::string& what) {
@@ -138,6 +211,7 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
   }
 
   void fail_all(ErrorKind kind, const std::string& detail) {
+    ended = true;
     hooks.fail(
         std::make_exception_ptr(CollectiveError(
             kind, hooks.site("receive", peer), detail,
@@ -146,27 +220,53 @@ struct PeerChannel::Reader : std::enable_shared_from_this<Reader> {
         /*tell_peers=*/kind != ErrorKind::peer_lost);
   }
 
-  asio::posix::stream_descriptor stream;
-  int peer;
+  ChannelPoller& poller;
+  const int fd;
+  const int peer;
   Mailbox& mailbox;
   Hooks hooks;
   std::atomic<bool>& peer_closed;
-  wire::EncodedHeader header{};
-  std::vector<std::byte> payload;
   PeerChannel& channel;  // outlives the reader's handlers: the io thread stops first
+  std::mutex mutex;      // guards what follows
+  bool ended = false;    // nothing more is read: a close, an abort, an error
+  wire::EncodedHeader header{};
+  std::optional<wire::FrameHeader> frame;  // its header is in, its payload due
+  bool awaited = false;                    // the frame's receiver was waiting for it
+  std::vector<std::byte> payload;
+  std::size_t got = 0;  // bytes of the header, or of the payload, read so far
   std::uint64_t expected_sequence = 0;
 };
 
-PeerChannel::PeerChannel(asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks)
-    : fd_(fd.get()) {
-  reader_ = std::make_shared<Reader>(io, fd.release(), peer, mailbox, std::move(hooks),
-                                     peer_closed_, *this);
-}
+PeerChannel::PeerChannel(ChannelPoller& poller, UniqueFd fd, int peer, Mailbox& mailbox,
+                         Hooks hooks)
+    : fd_(std::move(fd)),
+      poller_(poller),
+      reader_(std::make_unique<Reader>(poller, fd_.get(), peer, mailbox, std::move(hooks),
+                                       peer_closed_, *this)) {}
 
 PeerChannel::~PeerChannel() = default;
 
+void PeerChannel::on_readable(void* channel) {
+  static_cast<PeerChannel*>(channel)->reader_->on_readable();
+}
+
+PeerChannel::Pump::Pump(PeerChannel* channel) : channel_(channel) {}
+
+void PeerChannel::Pump::pump() {
+  if (channel_ == nullptr) return;
+  if (!claimed_) claimed_ = channel_->reader_->claim();
+  if (claimed_) channel_->reader_->read_available();
+}
+
+void PeerChannel::Pump::stop() {
+  if (!claimed_) return;
+  claimed_ = false;
+  channel_->reader_->release();
+}
+
 void PeerChannel::start() {
-  asio::post(reader_->stream.get_executor(), [reader = reader_] { reader->read_header(); });
+  poller_.add(fd_.get(), this);
+  poller_.arm(fd_.get(), this);
 }
 
 void PeerChannel::send(wire::FrameHeader header, std::span<const std::byte> payload,
@@ -177,7 +277,7 @@ void PeerChannel::send(wire::FrameHeader header, std::span<const std::byte> payl
     header.length = payload.size();
     const auto encoded = wire::encode(header);
     const std::span<const std::byte> parts[] = {encoded, payload};
-    send_all(fd_, parts, deadline, wake_fd);
+    send_all(fd_.get(), parts, deadline, wake_fd);
   }
   if (pong_owed_.load()) answer_ping();  // a ping arrived while this frame went out
 }
@@ -194,7 +294,7 @@ void PeerChannel::answer_ping() {
   if (!lock.owns_lock() || !pong_owed_.exchange(false)) return;
   try {
     // A header fits any socket buffer: this does not wait in practice.
-    send_all(fd_, wire::encode({.kind = wire::FrameKind::pong}),
+    send_all(fd_.get(), wire::encode({.kind = wire::FrameKind::pong}),
              Clock::now() + std::chrono::seconds(1), -1);
   } catch (const IoError&) {
     // The peer that asked is gone; its connection's end reports that.
@@ -203,7 +303,7 @@ void PeerChannel::answer_ping() {
 
 void PeerChannel::shutdown_send() {
   std::lock_guard lock(send_mutex_);
-  ::shutdown(fd_, SHUT_WR);
+  ::shutdown(fd_.get(), SHUT_WR);
 }
 
 }  // namespace rlx::tcp

@@ -1,8 +1,9 @@
 // The point-to-point connection to one peer (connection 0 of the pair).
 //
 // The progress thread reads frames as they arrive, whether or not anyone is
-// receiving: messages go to the Mailbox, an abort or an unexpected end of
-// stream trips the transport's FailureLatch. Callers send on their own thread,
+// receiving, and a receiver spinning for a message reads them itself:
+// messages go to the Mailbox, an abort or an unexpected end of stream trips
+// the transport's FailureLatch. Callers send on their own thread,
 // one frame at a time under a lock.
 #pragma once
 
@@ -14,13 +15,10 @@
 #include <span>
 #include <vector>
 
+#include "backends/tcp/channel_poller.h"
 #include "transport/frame.h"
 #include "transport/mailbox.h"
 #include "transport/socket_io.h"
-
-namespace boost::asio {
-class io_context;
-}
 
 namespace rlx::tcp {
 
@@ -35,13 +33,30 @@ class PeerChannel {
     std::function<void()> peer_closed;  // a clean close or end of stream
   };
 
-  PeerChannel(boost::asio::io_context& io, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks);
+  // Reads on the progress thread when `poller` reports `fd` readable: the
+  // poller's Ready must be PeerChannel::on_readable.
+  PeerChannel(ChannelPoller& poller, UniqueFd fd, int peer, Mailbox& mailbox, Hooks hooks);
   ~PeerChannel();
   PeerChannel(const PeerChannel&) = delete;
   PeerChannel& operator=(const PeerChannel&) = delete;
 
   // Starts reading on the progress thread.
   void start();
+  static void on_readable(void* channel);
+
+  // A receiver spinning for a message from this peer reads the connection
+  // itself (when no other thread is reading it), so the message needs no
+  // wakeup of the progress thread; stop() hands reading back to it.
+  class Pump final : public Mailbox::Pump {
+   public:
+    explicit Pump(PeerChannel* channel);  // null: nothing to read
+    void pump() override;
+    void stop() override;
+
+   private:
+    PeerChannel* channel_;
+    bool claimed_ = false;
+  };
   // Sends one frame; message frames get their sequence number here, under the
   // send lock, so numbers and stream order agree. Throws IoError.
   void send(wire::FrameHeader header, std::span<const std::byte> payload, Deadline deadline,
@@ -59,8 +74,9 @@ class PeerChannel {
 
  private:
   struct Reader;
-  std::shared_ptr<Reader> reader_;
-  int fd_;
+  UniqueFd fd_;
+  ChannelPoller& poller_;
+  std::unique_ptr<Reader> reader_;
   std::mutex send_mutex_;
   std::uint64_t send_sequence_ = 0;  // guarded by send_mutex_
   std::atomic<bool> peer_closed_{false};

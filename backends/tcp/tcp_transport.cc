@@ -136,6 +136,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
       .site = [this](std::string_view operation, int peer) { return site(operation, peer); },
       .peer_closed = [this] { closed_cv_.notify_all(); }};
   std::vector<std::vector<UniqueFd>> lanes(n);
+  poller_ = std::make_unique<ChannelPoller>(io_->context, &PeerChannel::on_readable);
   channels_.resize(n);
   for (std::size_t peer = 0; peer < n; ++peer) {
     if (peer == static_cast<std::size_t>(rank())) continue;
@@ -145,7 +146,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
              std::to_string(table[peer].port) + ", " + std::to_string(mine.size()) +
              " connections, congestion control " + congestion_control_of(mine[0].get());
     });
-    channels_[peer] = std::make_unique<PeerChannel>(io_->context, std::move(mine[0]),
+    channels_[peer] = std::make_unique<PeerChannel>(*poller_, std::move(mine[0]),
                                                     static_cast<int>(peer), mailbox_, hooks);
     for (std::size_t lane = 1; lane < mine.size(); ++lane) {
       lanes[peer].push_back(std::move(mine[lane]));
@@ -158,6 +159,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
   for (auto& channel : channels_) {
     if (channel) channel->start();
   }
+  poller_->start();
 }
 
 TcpTransport::~TcpTransport() {
@@ -198,7 +200,8 @@ void TcpTransport::close_gracefully() {
   });
   lock.unlock();
   io_->stop();
-  channels_.clear();  // Asio objects go before their io_context
+  channels_.clear();
+  poller_.reset();  // Asio objects go before their io_context
   listener_.reset();
   io_.reset();
 }
@@ -297,7 +300,8 @@ void TcpTransport::send_over_network(int to, Tag tag, std::span<const std::byte>
 }
 
 std::vector<std::byte> TcpTransport::recv_over_network(int from, Tag tag) {
-  auto message = mailbox_.take(from, tag, Clock::now() + timeout());
+  PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());
+  auto message = mailbox_.take(from, tag, Clock::now() + timeout(), &pump);
   if (message) return std::move(*message);
   throw CollectiveError(ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
                         "no message arrived within " + std::to_string(timeout().count()) + " ms",

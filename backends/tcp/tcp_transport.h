@@ -1,8 +1,10 @@
 // The TCP ring transport: rlx's default.
 //
 // Between every pair of ranks: one point-to-point connection, read by an Asio
-// progress thread so send_bytes never waits for the receiver, and `lanes`
-// connections for collective steps, driven by the calling thread (LaneLinks).
+// progress thread so send_bytes never waits for the receiver (or by the
+// receiver itself while it spins for a message, see PeerChannel::Pump), and
+// `lanes` connections for collective steps, driven by the calling thread
+// (LaneLinks).
 // Collectives are the algorithms of collectives/ over LaneLinks. The first
 // fatal error (peer lost, timeout, mismatch, protocol violation) is sent to
 // every other rank and makes every later call on any rank fail with it.
@@ -73,6 +75,7 @@ class TcpTransport final : public LinksTransport {
   Mailbox mailbox_;
   std::unique_ptr<Io> io_;
   std::unique_ptr<Listener> listener_;
+  std::unique_ptr<ChannelPoller> poller_;               // watches the channels
   std::vector<std::unique_ptr<PeerChannel>> channels_;  // [peer]; null for self
   std::unique_ptr<LaneLinks> links_;
   std::mutex closed_mutex_;
