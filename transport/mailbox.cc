@@ -91,7 +91,13 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
       const auto seen = events_.load(std::memory_order_acquire);
       lock.unlock();
       {
-        // Before the lock is taken again: stopping may report a failure here.
+        // Destroyed in reverse: the pump stops (it may report a failure,
+        // which takes the lock) before the lock is taken again, also when
+        // pump() throws, which then leaves with the lock held as it came.
+        struct Relock {
+          std::unique_lock<std::mutex>& lock;
+          ~Relock() { lock.lock(); }
+        } relock{lock};
         struct StopPump {
           Pump* pump;
           ~StopPump() {
@@ -103,7 +109,6 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
           return events_.load(std::memory_order_acquire) != seen;
         });
       }
-      lock.lock();
       continue;  // what arrived while the lock was free was notified to nobody
     }
     if (arrived_.wait_until(lock, deadline) == std::cv_status::timeout &&

@@ -60,7 +60,7 @@ class Mailbox {
   class Pump {
    public:
     virtual void pump() = 0;
-    virtual void stop() = 0;
+    virtual void stop() noexcept = 0;
 
    protected:
     ~Pump() = default;

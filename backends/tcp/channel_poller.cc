@@ -21,11 +21,15 @@ struct ChannelPoller::Waiter : std::enable_shared_from_this<Waiter> {
                       });
   }
 
+  // Hands on every connection that is ready, then waits for more.
   void on_readable() {
     std::array<epoll_event, 64> events;
-    const int n = ::epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 0);
-    for (int i = 0; i < n; ++i) ready(events[static_cast<std::size_t>(i)].data.ptr);
-    wait();  // armed again at once when more is ready
+    int n = 0;
+    do {
+      n = ::epoll_wait(epoll_fd, events.data(), static_cast<int>(events.size()), 0);
+      for (int i = 0; i < n; ++i) ready(events[static_cast<std::size_t>(i)].data.ptr);
+    } while (n == static_cast<int>(events.size()));
+    wait();
   }
 
   asio::posix::stream_descriptor stream;  // owns the epoll set
@@ -69,7 +73,8 @@ void ChannelPoller::arm(int fd, void* who) {
 void ChannelPoller::disarm(int fd, void* who) { control(EPOLL_CTL_MOD, fd, 0, who); }
 
 void ChannelPoller::start() {
-  asio::post(waiter_->stream.get_executor(), [waiter = waiter_] { waiter->wait(); });
+  // Drains first: connections armed before the first wait may be ready already.
+  asio::post(waiter_->stream.get_executor(), [waiter = waiter_] { waiter->on_readable(); });
 }
 
 }  // namespace rlx::tcp

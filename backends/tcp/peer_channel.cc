@@ -68,30 +68,37 @@ struct PeerChannel::Reader {
     return true;
   }
 
-  void release() {
+  void release() noexcept {
     std::unique_lock lock(mutex, std::adopt_lock);
     release(lock);
   }
 
-  void release(std::unique_lock<std::mutex>& lock) {
+  void release(std::unique_lock<std::mutex>& lock) noexcept {
     const bool more = !ended;
     lock.unlock();
     if (!more) return;
     try {
       poller.arm(fd, &channel);
     } catch (const CollectiveError& error) {
-      hooks.fail(std::make_exception_ptr(error), /*tell_peers=*/true);
+      try {
+        hooks.fail(std::make_exception_ptr(error), /*tell_peers=*/true);
+      } catch (...) {
+        // Out of memory while reporting: the transport's next wait times out.
+      }
     }
   }
 
   // Reads frames until the socket has no more bytes, the stream ended or
-  // this turn's bytes are used up (mutex held).
+  // this turn's bytes are used up (mutex held). A frame whose bytes are all
+  // in is handed on whatever the budget: with no bytes left in the socket,
+  // nothing would report it again.
   void read_available() {
     std::size_t turn = 0;
-    while (!ended && turn < kBytesPerTurn) {
+    while (!ended) {
       const std::span<std::byte> into =
           frame ? std::span(payload).subspan(got) : std::span(header).subspan(got);
       if (!into.empty()) {
+        if (turn >= kBytesPerTurn) return;
         const ssize_t n = ::recv(fd, into.data(), std::min(into.size(), kBytesPerTurn - turn), 0);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
         if (n < 0 && errno == EINTR) continue;
@@ -258,7 +265,7 @@ void PeerChannel::Pump::pump() {
   if (claimed_) channel_->reader_->read_available();
 }
 
-void PeerChannel::Pump::stop() {
+void PeerChannel::Pump::stop() noexcept {
   if (!claimed_) return;
   claimed_ = false;
   channel_->reader_->release();

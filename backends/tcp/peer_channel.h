@@ -51,7 +51,7 @@ class PeerChannel {
    public:
     explicit Pump(PeerChannel* channel);  // null: nothing to read
     void pump() override;
-    void stop() override;
+    void stop() noexcept override;
 
    private:
     PeerChannel* channel_;
