@@ -4,6 +4,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -85,18 +86,32 @@ TEST(Mailbox, AMessageAReceiverWaitsForMayExceedTheCap) {
 // count it again, or the message after the one it waits for would pass the
 // cap as awaited.
 TEST(Mailbox, APostedReceiveDrivenByTakeCountsOnce) {
-  Mailbox box(4);
+  // take() runs its pump after counting itself: the pump tells the test the
+  // driver is inside and holds it there until the count was checked.
+  class HoldInside final : public Mailbox::Pump {
+   public:
+    void pump() override {
+      if (std::exchange(first_, false)) {
+        inside.set_value();
+        checked.get_future().wait();
+      }
+    }
+    void stop() noexcept override {}
+    std::promise<void> inside, checked;
+
+   private:
+    bool first_ = true;
+  } hold;
+  Mailbox box(4, BoundedSpin{.bound = 10s});
   box.expect(1, 7, +1);
-  std::promise<void> entering;
   std::optional<std::vector<std::byte>> got;
   std::thread driver([&] {
     const Mailbox::CountedReceiver counted(1, 7);
-    entering.set_value();
-    got = box.take(1, 7, Mailbox::Clock::now() + 10s);
+    got = box.take(1, 7, Mailbox::Clock::now() + 10s, &hold);
   });
-  entering.get_future().wait();
-  std::this_thread::sleep_for(50ms);  // the driver is inside take()
+  hold.inside.get_future().wait();
   EXPECT_EQ(box.waiting(1, 7), 1);
+  hold.checked.set_value();
   ASSERT_TRUE(box.deliver(1, 7, bytes({1, 2, 3, 4, 5, 6}), box.awaited(1, 7)));
   driver.join();
   ASSERT_TRUE(got.has_value());

@@ -121,6 +121,9 @@ TEST(PeerChannel, MessagesNobodyWaitsForArriveThroughTheProgressThread) {
 
 TEST(PeerChannel, APeerThatClosesEndsAReceiverThatReadsItself) {
   Connection connection;
+  // The sleep only makes it likely that the receiver waits when the close
+  // comes; it is safe either way: a close that comes first must fail the
+  // receive the same way, which is what is checked.
   std::thread closer([&] {
     std::this_thread::sleep_for(20ms);
     connection.close(0);
