@@ -26,13 +26,22 @@ check_dev_shm_is_clean() {
   fi
 }
 
+# Each phase says how long it took: the suite has a 30-minute budget on 2 cores.
+phase_started=$SECONDS
+phase_done() {
+  echo "=== rlx: $1 took $((SECONDS - phase_started)) s (suite at $SECONDS s) ==="
+  phase_started=$SECONDS
+}
+
 run_preset() {
   local preset=$1
   echo "=== rlx: $preset build and tests ==="
   cmake --preset "$preset" >/dev/null
   cmake --build --preset "$preset" -j "$jobs"
+  phase_done "$preset build"
   ctest --preset "$preset"
   check_dev_shm_is_clean
+  phase_done "$preset tests"
 }
 
 suite_started=$(mktemp)
@@ -55,6 +64,7 @@ bench/scaling --short --build build/release --out build/release/scaling-short \
 # The fitted file round-trips: a job reads it (a malformed one fails the job).
 RLX_COST_MODEL=build/release/scaling-short/cost-model build/release/bin/rlxrun -n 2 \
   build/release/examples/hello_allreduce >/dev/null
+phase_done "benchmarks' short runs"
 if [[ $quick -eq 0 ]]; then
   run_preset asan
   run_preset tsan
@@ -64,5 +74,6 @@ if [[ $quick -eq 0 ]]; then
   cmake -S tests/fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
   cmake --build build/fuzz -j "$jobs"
   ctest --test-dir build/fuzz --output-on-failure --no-tests=error -j "$jobs"
+  phase_done "fuzzing"
 fi
 echo "=== rlx: all test runs passed ==="
