@@ -63,11 +63,16 @@ std::vector<std::byte> LinksTransport::do_recv_bytes(int from, Tag tag) {
 std::size_t LinksTransport::do_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
                                                std::size_t element) {
   if (!same_host_ || !same_host_->shares_memory_with(from)) {
-    return Transport::do_recv_bytes_into(from, tag, into, element);
+    return recv_over_network_into(from, tag, into, element);
   }
   auto received = same_host_->point_to_point().recv_into(from, tag, into, element);
   if (!received.whole) return received.length;
   return place_or_keep(from, tag, std::move(*received.whole), into, element);
+}
+
+std::size_t LinksTransport::recv_over_network_into(int from, Tag tag, std::span<std::byte> into,
+                                                   std::size_t element) {
+  return place_or_keep(from, tag, recv_over_network(from, tag), into, element);
 }
 
 std::optional<std::size_t> LinksTransport::do_try_recv_bytes_into(int from, Tag tag,
@@ -86,6 +91,10 @@ std::optional<std::size_t> LinksTransport::do_try_recv_bytes_into(int from, Tag 
 
 void LinksTransport::do_expect_messages(int from, Tag tag, int change) {
   mailbox().expect(from, tag, change);
+}
+
+void LinksTransport::recycle(std::vector<std::byte>&& message) noexcept {
+  mailbox().spare_buffers().give_back(std::move(message));
 }
 
 void LinksTransport::run(const CollectiveCall& call, const CollectiveArgs& args) {

@@ -37,6 +37,10 @@ class LinksTransport : public Transport {
   // hosts, or to every peer when they do not share memory.
   virtual void send_over_network(int to, Tag tag, std::span<const std::byte> payload) = 0;
   virtual std::vector<std::byte> recv_over_network(int from, Tag tag) = 0;
+  // The same into the caller's buffer, as Transport::do_recv_bytes_into; the
+  // default receives the whole message and copies it (place_or_keep).
+  virtual std::size_t recv_over_network_into(int from, Tag tag, std::span<std::byte> into,
+                                             std::size_t element);
   // Where the backend parks what arrives over the network before anyone
   // receives it (and set_up_same_host's path what it reads for others).
   virtual Mailbox& mailbox() = 0;
@@ -57,6 +61,7 @@ class LinksTransport : public Transport {
   std::optional<std::size_t> do_try_recv_bytes_into(int from, Tag tag, std::span<std::byte> into,
                                                     std::size_t element) final;
   void do_expect_messages(int from, Tag tag, int change) final;
+  void recycle(std::vector<std::byte>&& message) noexcept final;
   void do_all_reduce(ElementSpan data, ReduceOp op) final;
   void do_all_gather(ConstElementSpan input, ElementSpan output) final;
   void do_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) final;

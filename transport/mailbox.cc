@@ -15,6 +15,17 @@ Mailbox::CountedReceiver::CountedReceiver(int from, Tag tag) : outer_(counted_re
 
 Mailbox::CountedReceiver::~CountedReceiver() { counted_receiver = outer_; }
 
+Mailbox::WaitingReceiver::WaitingReceiver(Mailbox& mailbox, int from, Tag tag)
+    : mailbox_(mailbox), key_(from, tag), counted_(counted_receiver == key_) {
+  std::lock_guard lock(mailbox_.mutex_);
+  if (!counted_) mailbox_.count_waiting(key_, +1);
+}
+
+Mailbox::WaitingReceiver::~WaitingReceiver() {
+  std::lock_guard lock(mailbox_.mutex_);
+  if (!counted_) mailbox_.count_waiting(key_, -1);
+}
+
 bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool awaited) {
   {
     std::lock_guard lock(mutex_);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "transport/bounded_spin.h"
+#include "transport/spare_buffers.h"
 #include "transport/transport.h"
 
 namespace rlx {
@@ -94,8 +95,29 @@ class Mailbox {
     std::optional<std::pair<int, Tag>> outer_;
   };
 
+  // Counts this thread as a receiver waiting for `from` and `tag` while it
+  // lives, as take() does meanwhile (and as it, not inside a
+  // CountedReceiver of that peer and tag): for receivers that wait for
+  // their message elsewhere than in take().
+  class WaitingReceiver {
+   public:
+    WaitingReceiver(Mailbox& mailbox, int from, Tag tag);
+    ~WaitingReceiver();
+    WaitingReceiver(const WaitingReceiver&) = delete;
+    WaitingReceiver& operator=(const WaitingReceiver&) = delete;
+
+   private:
+    Mailbox& mailbox_;
+    std::pair<int, Tag> key_;
+    bool counted_;
+  };
+
   std::size_t held_bytes() const;
   std::size_t byte_cap() const { return byte_cap_; }
+
+  // Where a transport that fills messages itself gets their buffers, and
+  // where a receiver that copied a message out gives its buffer back.
+  SpareBuffers& spare_buffers() { return spare_buffers_; }
 
  private:
   std::exception_ptr failure_for(int peer) const;
@@ -114,6 +136,7 @@ class Mailbox {
   std::size_t held_bytes_ = 0;
   // Counts deliveries and failures: what a spinning take() watches.
   std::atomic<std::uint64_t> events_{0};
+  SpareBuffers spare_buffers_;
 };
 
 }  // namespace rlx

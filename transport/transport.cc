@@ -237,6 +237,7 @@ std::size_t Transport::place_or_keep(int from, Tag tag, std::vector<std::byte> m
   const std::size_t length = message.size();
   if (message_fits(length, into.size(), element)) {
     if (length > 0) std::memcpy(into.data(), message.data(), length);
+    recycle(std::move(message));
     return length;
   }
   {

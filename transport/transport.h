@@ -125,7 +125,8 @@ class Transport {
   // Receives the oldest message from rank `from` with `tag`, waiting up to timeout().
   std::vector<std::byte> recv_bytes(int from, Tag tag);
   // The same into the caller's buffer (no allocation; over shared memory the
-  // bytes go from the ring straight into `into`); returns the message's
+  // bytes go from the ring, over TCP from the socket, straight into `into`
+  // when this receive waits for its message); returns the message's
   // length. A message longer than `into` fails with invalid_argument and
   // stays queued: the next receive from `from` with `tag` gets it.
   std::size_t recv_bytes_into(int from, Tag tag, std::span<std::byte> into);
@@ -424,6 +425,9 @@ class Transport {
   // invalid_argument naming both sizes.
   std::size_t place_or_keep(int from, Tag tag, std::vector<std::byte> message,
                             std::span<std::byte> into, std::size_t element);
+  // A message place_or_keep copied out: a backend that reuses message
+  // buffers takes it back (SpareBuffers); the default frees it.
+  virtual void recycle(std::vector<std::byte>&& message) noexcept { (void)message; }
   // Only called with world_size() > 1 and validated arguments.
   virtual void do_all_reduce(ElementSpan data, ReduceOp op) = 0;
   virtual void do_all_gather(ConstElementSpan input, ElementSpan output) = 0;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include <poll.h>
 #include <sys/socket.h>
 
 #include "transport/wire.h"
@@ -92,20 +93,24 @@ struct PeerChannel::Reader {
   // this turn's bytes are used up (mutex held). A frame whose bytes are all
   // in is handed on whatever the budget: with no bytes left in the socket,
   // nothing would report it again.
-  void read_available() {
+  // Returns whether it read anything.
+  bool read_available() {
     std::size_t turn = 0;
     while (!ended) {
       const std::span<std::byte> into =
-          frame ? std::span(payload).subspan(got) : std::span(header).subspan(got);
+          frame ? target.subspan(got) : std::span(header).subspan(got);
       if (!into.empty()) {
-        if (turn >= kBytesPerTurn) return;
+        if (turn >= kBytesPerTurn) return true;
         const ssize_t n = ::recv(fd, into.data(), std::min(into.size(), kBytesPerTurn - turn), 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return turn > 0;
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return on_stream_end(n == 0 ? "End of file" : std::strerror(errno));
+        if (n <= 0) {
+          on_stream_end(n == 0 ? "End of file" : std::strerror(errno));
+          return true;
+        }
         got += static_cast<std::size_t>(n);
         turn += static_cast<std::size_t>(n);
-        if (got < (frame ? payload.size() : header.size())) continue;
+        if (got < (frame ? target.size() : header.size())) continue;
       }
       got = 0;
       if (frame) {
@@ -116,6 +121,7 @@ struct PeerChannel::Reader {
         on_header();
       }
     }
+    return turn > 0;
   }
 
   void on_header() {
@@ -168,12 +174,55 @@ struct PeerChannel::Reader {
                           ") that no recv_bytes waited for; at most RLX_UNEXPECTED_BYTES = " +
                           format_bytes(mailbox.byte_cap()) + " can be held for later");
     }
+    if (landing && h.tag == landing->tag && !landing->length) {
+      if (message_fits(h.length, landing->into.size(), landing->element)) {
+        target = landing->into.first(h.length);
+        into_landing = true;
+        frame = h;
+        return;
+      }
+      // The mailbox holds it for the receiver, and what follows must not
+      // overtake it.
+      landing = nullptr;
+    }
     expect_payload(h);
+  }
+
+  // The receiver that claimed the connection stops reading: the rest of a
+  // message on its way into the receiver's buffer goes into one of ours
+  // (mutex held, by the claim).
+  void detach_landing() noexcept {
+    landing = nullptr;
+    if (!into_landing) return;
+    into_landing = false;
+    if (ended) {  // the rest never comes
+      frame.reset();
+      target = {};
+      return;
+    }
+    const std::size_t length = target.size();
+    try {
+      payload = mailbox.spare_buffers().take(length);
+      std::copy_n(target.begin(), got, payload.begin());
+      target = payload;
+    } catch (const std::exception&) {
+      frame.reset();
+      target = {};
+      try {
+        fail_all(ErrorKind::resource_exhausted, "cannot allocate " + format_bytes(length) +
+                                                    " for a message from rank " +
+                                                    std::to_string(peer));
+      } catch (...) {
+        ended = true;  // out of memory while reporting: the next wait times out
+      }
+    }
   }
 
   void expect_payload(const wire::FrameHeader& h) {
     try {
-      payload.assign(h.length, std::byte{0});
+      payload = h.kind == wire::FrameKind::message ? mailbox.spare_buffers().take(h.length)
+                                                   : std::vector<std::byte>(h.length);
+      target = payload;
     } catch (const std::exception&) {  // bad_alloc, or a length above max_size()
       return fail_all(ErrorKind::resource_exhausted, "cannot allocate " + format_bytes(h.length) +
                                                          " for a message from rank " +
@@ -189,6 +238,12 @@ struct PeerChannel::Reader {
       hooks.fail(std::make_exception_ptr(
                      wire::relayed_failure(h, text, peer, hooks.site("(remote failure)", -1))),
                  /*tell_peers=*/false);
+      return;
+    }
+    if (into_landing) {
+      into_landing = false;
+      landing->length = h.length;
+      target = {};
       return;
     }
     if (!mailbox.deliver(peer, h.tag, std::move(payload), awaited)) {
@@ -240,7 +295,17 @@ struct PeerChannel::Reader {
   std::optional<wire::FrameHeader> frame;  // its header is in, its payload due
   bool awaited = false;                    // the frame's receiver was waiting for it
   std::vector<std::byte> payload;
-  std::size_t got = 0;  // bytes of the header, or of the payload, read so far
+  std::span<std::byte> target;  // where the payload goes: `payload`, or a landing's buffer
+  // The receiver that claimed the connection, and where its message goes.
+  struct Landing {
+    Tag tag;
+    std::span<std::byte> into;
+    std::size_t element;
+    std::optional<std::size_t> length;  // set once its message is in
+  };
+  Landing* landing = nullptr;
+  bool into_landing = false;  // the frame's payload goes into the landing's buffer
+  std::size_t got = 0;        // bytes of the header, or of the payload, read so far
   std::uint64_t expected_sequence = 0;
 };
 
@@ -269,6 +334,74 @@ void PeerChannel::Pump::stop() noexcept {
   if (!claimed_) return;
   claimed_ = false;
   channel_->reader_->release();
+}
+
+std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::span<std::byte> into,
+                                                               std::size_t element,
+                                                               Deadline deadline, BoundedSpin spin,
+                                                               int wake_fd) {
+  Reader& reader = *reader_;
+  Mailbox& mailbox = reader.mailbox;
+  std::optional<Received> received;
+  // The progress thread may be reading: wait for it as a receiver waits
+  // for a delivery, then leave the reading to it.
+  const bool claimed = bounded_spin_for_delivery().until([&] {
+    if (auto queued = mailbox.try_take(reader.peer, tag)) received = std::move(*queued);
+    return received || reader.claim();
+  });
+  if (received || !claimed) return received;
+
+  Reader::Landing landing{.tag = tag, .into = into, .element = element, .length = std::nullopt};
+  reader.landing = &landing;
+  struct Release {
+    Reader& reader;
+    ~Release() {
+      reader.detach_landing();
+      reader.release();
+    }
+  } release{reader};
+  // Counted once the connection is ours: what arrived before is held as
+  // early, as for any receiver that came after its message.
+  const Mailbox::WaitingReceiver waiting(mailbox, reader.peer, tag);
+  // A message queued before the claim (the progress thread delivered it)
+  // or one that did not fit the buffer is the mailbox's, whole; only the
+  // first is there without a frame of this tag read since.
+  if (auto queued = mailbox.try_take(reader.peer, tag)) return Received{std::move(*queued)};
+  bool moved = false;  // the last read got bytes
+  auto progress = [&] {
+    moved = reader.read_available();
+    if (!moved) return reader.ended;
+    if (landing.length) {
+      received = *landing.length;
+    } else if (auto queued = mailbox.try_take(reader.peer, tag)) {
+      received = std::move(*queued);
+    }
+    return received || reader.ended;
+  };
+  try {
+    // The spin starts again while bytes keep coming (a large message
+    // streams in at the rate the sender writes it); once none came for its
+    // bound, the receiver sleeps in poll until more do.
+    while (Clock::now() < deadline) {
+      if (!spin.until([&] { return progress() || moved; })) {
+        wait_ready(fd_.get(), POLLIN, deadline, wake_fd);
+      } else if (received || reader.ended) {
+        break;
+      }
+    }
+  } catch (const IoError&) {
+    // The deadline, or the transport failed: the mailbox says which.
+  }
+  return received;
+}
+
+std::optional<PeerChannel::StalledMessage> PeerChannel::stalled_message() const {
+  std::unique_lock lock(reader_->mutex, std::try_to_lock);
+  if (!lock.owns_lock() || !reader_->frame || reader_->frame->kind != wire::FrameKind::message) {
+    return std::nullopt;
+  }
+  return StalledMessage{
+      .tag = reader_->frame->tag, .length = reader_->frame->length, .arrived = reader_->got};
 }
 
 void PeerChannel::start() {

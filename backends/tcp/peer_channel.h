@@ -12,10 +12,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
+#include <variant>
 #include <vector>
 
 #include "backends/tcp/channel_poller.h"
+#include "transport/bounded_spin.h"
 #include "transport/frame.h"
 #include "transport/mailbox.h"
 #include "transport/socket_io.h"
@@ -57,6 +60,31 @@ class PeerChannel {
     PeerChannel* channel_;
     bool claimed_ = false;
   };
+  // Receives the next message with `tag` for a receiver that has a buffer
+  // for it: while no other thread reads the connection, the receiver reads
+  // it itself (waiting in poll() for its bytes) and a message that fits
+  // `into` (whole `element`s) goes from the socket straight into it, with
+  // no copy and no other thread's wakeup; its length is returned. Other
+  // frames go where the progress thread would put them. A message the
+  // mailbox already holds, or one that does not fit, is returned whole
+  // (the mailbox's). nullopt at `deadline`, or when another thread reads
+  // the connection (the caller then waits in the mailbox). Rethrows the
+  // peer's failure. `spin` is how long it reads without sleeping first;
+  // `wake_fd`, readable, ends the wait (the transport failed).
+  using Received = std::variant<std::size_t, std::vector<std::byte>>;
+  std::optional<Received> receive_into(Tag tag, std::span<std::byte> into, std::size_t element,
+                                       Deadline deadline, BoundedSpin spin, int wake_fd);
+
+  // The message this connection is in the middle of, if any: for the
+  // timeout of a receiver whose peer stopped halfway through sending.
+  // nullopt also while another thread is reading.
+  struct StalledMessage {
+    Tag tag;
+    std::uint64_t length;
+    std::uint64_t arrived;
+  };
+  std::optional<StalledMessage> stalled_message() const;
+
   // Sends one frame; message frames get their sequence number here, under the
   // send lock, so numbers and stream order agree. Throws IoError.
   void send(wire::FrameHeader header, std::span<const std::byte> payload, Deadline deadline,

@@ -1,5 +1,7 @@
 #include "backends/tcp/peer_channel.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -24,6 +26,7 @@ class Connection {
       throw std::runtime_error("socketpair failed");
     }
     for (int side = 0; side < 2; ++side) {
+      raw_[side] = UniqueFd(::dup(fds[side]));
       ends_[side].emplace(io_, UniqueFd(fds[side]), /*peer=*/1 - side, [this, side] {
         return PeerChannel::Hooks{
             .fail = [this, side](std::exception_ptr error,
@@ -56,6 +59,18 @@ class Connection {
   }
   void close(int side) { ends_[side]->channel.shutdown_send(); }
 
+  // Receives on `side` into `into` (PeerChannel::receive_into).
+  std::optional<PeerChannel::Received> receive_into(int side, Tag tag, std::span<std::byte> into,
+                                                    std::chrono::milliseconds timeout = 5s) {
+    return ends_[side]->channel.receive_into(
+        tag, into, 1, std::chrono::steady_clock::now() + timeout, bounded_spin_for(1), -1);
+  }
+  Mailbox& mailbox(int side) { return ends_[side]->mailbox; }
+  // Writes bytes on `side`'s socket behind its channel's back.
+  void write_raw(int side, std::span<const std::byte> bytes) {
+    send_all(raw_[side].get(), bytes, std::chrono::steady_clock::now() + 5s);
+  }
+
  private:
   struct End {
     End(boost::asio::io_context& io, UniqueFd fd, int peer, PeerChannel::Hooks hooks)
@@ -72,6 +87,7 @@ class Connection {
   IoContext io_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_{
       io_.get_executor()};
+  UniqueFd raw_[2];
   std::optional<End> ends_[2];
   std::thread thread_;
 };
@@ -135,6 +151,104 @@ TEST(PeerChannel, APeerThatClosesEndsAReceiverThatReadsItself) {
     EXPECT_EQ(error.kind(), ErrorKind::peer_lost);
   }
   closer.join();
+}
+
+std::vector<std::byte> pattern(std::size_t length, int seed) {
+  std::vector<std::byte> bytes(length);
+  for (std::size_t i = 0; i < length; ++i)
+    bytes[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+  return bytes;
+}
+
+// Waits until a receiver on `side` waits for `tag` from the other side: one
+// in receive_into() then reads the connection itself, so what is sent next
+// is read by it.
+void wait_for_receiver(Connection& connection, int side, Tag tag) {
+  while (connection.mailbox(side).waiting(1 - side, tag) == 0) std::this_thread::yield();
+}
+
+TEST(PeerChannel, AMessageForAWaitingReceiverLandsInItsBufferWhole) {
+  Connection connection;
+  constexpr int kRounds = 20;
+  constexpr std::size_t kLength = 1 << 20;
+  std::atomic<int> received_rounds{0};
+  // Each round's receiver, not the one before it still leaving.
+  auto wait_for_round = [&](int round) {
+    while (received_rounds.load() < round) std::this_thread::yield();
+    wait_for_receiver(connection, 1, 4);
+  };
+  std::thread sender([&] {
+    for (int i = 0; i < kRounds; ++i) {
+      wait_for_round(i);
+      connection.send(0, 4, pattern(kLength - static_cast<std::size_t>(i) * 4096, i));
+    }
+    wait_for_round(kRounds);
+    connection.send(0, 4, {});
+  });
+  std::vector<std::byte> into(kLength);
+  for (int i = 0; i < kRounds; ++i) {
+    auto received = connection.receive_into(1, 4, into);
+    ASSERT_TRUE(received.has_value()) << "round " << i;
+    ASSERT_TRUE(std::holds_alternative<std::size_t>(*received));  // no copy of our own
+    const std::size_t expected = kLength - static_cast<std::size_t>(i) * 4096;
+    ASSERT_EQ(std::get<std::size_t>(*received), expected);
+    EXPECT_TRUE(std::equal(into.begin(), into.begin() + static_cast<std::ptrdiff_t>(expected),
+                           pattern(expected, i).begin()));
+    ++received_rounds;
+  }
+  auto empty = connection.receive_into(1, 4, into);
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(std::get<std::size_t>(*empty), 0u);
+  sender.join();
+}
+
+TEST(PeerChannel, AMessageTooLongForTheBufferComesWholeAndInOrder) {
+  Connection connection;
+  std::thread sender([&] {
+    wait_for_receiver(connection, 1, 2);
+    connection.send(0, 2, pattern(300, 1));  // longer than the buffer
+    connection.send(0, 2, pattern(100, 2));
+  });
+  std::vector<std::byte> into(200);
+  // Whichever way each message came: landed, whole, or left in the mailbox.
+  auto next_message = [&]() -> std::vector<std::byte> {
+    auto received = connection.receive_into(1, 2, into);
+    if (!received) return connection.take(1, 2, /*spin_and_read=*/false).value();
+    if (const auto* length = std::get_if<std::size_t>(&*received)) {
+      return {into.begin(), into.begin() + static_cast<std::ptrdiff_t>(*length)};
+    }
+    return std::get<std::vector<std::byte>>(std::move(*received));
+  };
+  EXPECT_EQ(next_message(), pattern(300, 1));
+  EXPECT_EQ(next_message(), pattern(100, 2));
+  sender.join();
+}
+
+// A sender that stops halfway through a message: the receiver leaves at its
+// deadline, and its buffer is not written after that; the message arrives
+// whole for the next receive once the rest comes.
+TEST(PeerChannel, AReceiverThatTimesOutHalfwayThroughItsMessageLeavesItWholeForLater) {
+  Connection connection;
+  constexpr std::size_t kLength = 1 << 20;
+  const std::vector<std::byte> message = pattern(kLength, 9);
+  const wire::EncodedHeader header =
+      wire::encode({.kind = wire::FrameKind::message, .tag = 6, .length = kLength});
+  std::thread sender([&] {
+    wait_for_receiver(connection, 1, 6);
+    connection.write_raw(0, header);
+    connection.write_raw(0, std::span(message).first(kLength / 2));
+  });
+  std::vector<std::byte> into(kLength, std::byte{0});
+  auto received = connection.receive_into(1, 6, into, 300ms);
+  sender.join();
+  EXPECT_FALSE(received.has_value());
+  const std::vector<std::byte> into_after_timeout = into;
+
+  connection.write_raw(0, std::span(message).subspan(kLength / 2));
+  auto later = connection.take(1, 6, /*spin_and_read=*/false);
+  ASSERT_TRUE(later.has_value());
+  EXPECT_EQ(*later, message);
+  EXPECT_EQ(into, into_after_timeout);
 }
 
 }  // namespace

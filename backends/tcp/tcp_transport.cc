@@ -300,11 +300,42 @@ void TcpTransport::send_over_network(int to, Tag tag, std::span<const std::byte>
 }
 
 std::vector<std::byte> TcpTransport::recv_over_network(int from, Tag tag) {
+  return take_from_mailbox(from, tag, Clock::now() + timeout());
+}
+
+std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<std::byte> into,
+                                                 std::size_t element) {
+  const Deadline deadline = Clock::now() + timeout();
+  PeerChannel* channel = channels_[static_cast<std::size_t>(from)].get();
+  std::optional<PeerChannel::Received> received;
+  if (channel != nullptr) {  // null: this rank's own messages, in the mailbox
+    received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
+                                     latch_.wake_fd());
+  }
+  if (received) {
+    if (const auto* length = std::get_if<std::size_t>(&*received)) return *length;
+    return place_or_keep(from, tag, std::get<std::vector<std::byte>>(std::move(*received)), into,
+                         element);
+  }
+  return place_or_keep(from, tag, take_from_mailbox(from, tag, deadline), into, element);
+}
+
+std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline) {
   PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());
-  auto message = mailbox_.take(from, tag, Clock::now() + timeout(), &pump);
+  auto message = mailbox_.take(from, tag, deadline, &pump);
   if (message) return std::move(*message);
-  throw CollectiveError(ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
-                        "no message arrived within " + std::to_string(timeout().count()) + " ms",
+  const ErrorSite where = site("recv_bytes", from, "tag " + std::to_string(tag));
+  const std::string within = " within " + std::to_string(timeout().count()) + " ms";
+  PeerChannel* channel = channels_[static_cast<std::size_t>(from)].get();
+  if (const auto stalled = channel ? channel->stalled_message() : std::nullopt) {
+    throw CollectiveError(ErrorKind::timeout, where,
+                          "rank " + std::to_string(from) + " began a message of " +
+                              format_bytes(stalled->length) + " (tag " +
+                              std::to_string(stalled->tag) + ") and sent " +
+                              format_bytes(stalled->arrived) + " of it" + within,
+                          "is rank " + std::to_string(from) + " stopped or hung?");
+  }
+  throw CollectiveError(ErrorKind::timeout, where, "no message arrived" + within,
                         "does rank " + std::to_string(from) + " send with this tag?");
 }
 

@@ -44,6 +44,8 @@ class TcpTransport final : public LinksTransport {
  protected:
   void send_over_network(int to, Tag tag, std::span<const std::byte> payload) override;
   std::vector<std::byte> recv_over_network(int from, Tag tag) override;
+  std::size_t recv_over_network_into(int from, Tag tag, std::span<std::byte> into,
+                                     std::size_t element) override;
   Mailbox& mailbox() override { return mailbox_; }
   Links& links() override { return *links_; }
   void check_not_failed() override { latch_.rethrow_if_tripped(); }
@@ -58,6 +60,9 @@ class TcpTransport final : public LinksTransport {
   // Connects to every peer of `table`, then sets up shared memory.
   void join(const std::vector<HostPort>& table, Deadline deadline);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
+  // The next message from `from` with `tag` out of the mailbox, reading the
+  // connection while it spins; throws timeout at `deadline`.
+  std::vector<std::byte> take_from_mailbox(int from, Tag tag, Deadline deadline);
   std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
   // Records the failure; `tell_peers` sends it to every other rank first. A
   // failure heard from a peer is passed on only at close (close_gracefully).
