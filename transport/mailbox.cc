@@ -16,14 +16,17 @@ Mailbox::CountedReceiver::CountedReceiver(int from, Tag tag) : outer_(counted_re
 Mailbox::CountedReceiver::~CountedReceiver() { counted_receiver = outer_; }
 
 Mailbox::WaitingReceiver::WaitingReceiver(Mailbox& mailbox, int from, Tag tag)
-    : mailbox_(mailbox), key_(from, tag), counted_(counted_receiver == key_) {
+    : mailbox_(mailbox), key_(from, tag), counting_(counted_receiver != key_) {
+  if (!counting_) return;
   std::lock_guard lock(mailbox_.mutex_);
-  if (!counted_) mailbox_.count_waiting(key_, +1);
+  mailbox_.count_waiting(key_, +1);
 }
 
-Mailbox::WaitingReceiver::~WaitingReceiver() {
+void Mailbox::WaitingReceiver::leave() noexcept {
+  if (!counting_) return;
+  counting_ = false;
   std::lock_guard lock(mailbox_.mutex_);
-  if (!counted_) mailbox_.count_waiting(key_, -1);
+  mailbox_.count_waiting(key_, -1);  // allocates nothing
 }
 
 bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool awaited) {

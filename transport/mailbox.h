@@ -102,14 +102,16 @@ class Mailbox {
   class WaitingReceiver {
    public:
     WaitingReceiver(Mailbox& mailbox, int from, Tag tag);
-    ~WaitingReceiver();
+    ~WaitingReceiver() { leave(); }
     WaitingReceiver(const WaitingReceiver&) = delete;
     WaitingReceiver& operator=(const WaitingReceiver&) = delete;
+    // Stops counting before the end of the scope: the receiver has its message.
+    void leave() noexcept;
 
    private:
     Mailbox& mailbox_;
     std::pair<int, Tag> key_;
-    bool counted_;
+    bool counting_;  // this one counts (and has not left)
   };
 
   std::size_t held_bytes() const;

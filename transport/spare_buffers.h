@@ -21,7 +21,7 @@ class SpareBuffers {
   // At most this many are kept, and this many bytes in all; past either,
   // the least recently given back goes first.
   static constexpr std::size_t kMostBuffers = 4;
-  static constexpr std::size_t kMostBytes = std::size_t{512} << 20;
+  static constexpr std::size_t kMostBytes = std::size_t{256} << 20;
 
   // A buffer of `length` bytes whose contents are unspecified (the caller
   // overwrites them all): a kept one of at most twice that capacity when

@@ -48,8 +48,12 @@ struct PeerChannel::Reader {
   void on_readable() {
     std::unique_lock lock(mutex, std::try_to_lock);
     if (!lock.owns_lock()) return;
+    struct Release {
+      Reader& reader;
+      std::unique_lock<std::mutex>& lock;
+      ~Release() { reader.release(lock); }
+    } release_after{*this, lock};
     read_available();
-    release(lock);
   }
 
   bool claim() {
@@ -117,6 +121,9 @@ struct PeerChannel::Reader {
         const wire::FrameHeader h = *frame;
         frame.reset();
         on_payload(h);
+        // The receiver has its message: what follows waits for the next
+        // reader, who counts the waiting receivers as they are then.
+        if (landing && landing->length) return true;
       } else {
         on_header();
       }
@@ -246,6 +253,9 @@ struct PeerChannel::Reader {
       target = {};
       return;
     }
+    // One of the landing's tag that the mailbox holds (begun before the
+    // claim, or too long) comes first: nothing after it may land.
+    if (landing && h.tag == landing->tag) landing = nullptr;
     if (!mailbox.deliver(peer, h.tag, std::move(payload), awaited)) {
       return fail_all(ErrorKind::resource_exhausted,
                       "messages received but not yet passed to recv_bytes exceed "
@@ -339,7 +349,8 @@ void PeerChannel::Pump::stop() noexcept {
 std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::span<std::byte> into,
                                                                std::size_t element,
                                                                Deadline deadline, BoundedSpin spin,
-                                                               int wake_fd) {
+                                                               int wake_fd,
+                                                               Mailbox::WaitingReceiver& waiting) {
   Reader& reader = *reader_;
   Mailbox& mailbox = reader.mailbox;
   std::optional<Received> received;
@@ -353,24 +364,30 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
 
   Reader::Landing landing{.tag = tag, .into = into, .element = element, .length = std::nullopt};
   reader.landing = &landing;
+  read_by_receiver_ = true;
   struct Release {
-    Reader& reader;
+    PeerChannel& channel;
+    std::optional<Received>& received;
+    Mailbox::WaitingReceiver& waiting;
     ~Release() {
-      reader.detach_landing();
-      reader.release();
+      if (received) waiting.leave();
+      channel.read_by_receiver_ = false;
+      channel.reader_->detach_landing();
+      channel.reader_->release();
     }
-  } release{reader};
-  // Counted once the connection is ours: what arrived before is held as
-  // early, as for any receiver that came after its message.
-  const Mailbox::WaitingReceiver waiting(mailbox, reader.peer, tag);
+  } release{*this, received, waiting};
   // A message queued before the claim (the progress thread delivered it)
   // or one that did not fit the buffer is the mailbox's, whole; only the
   // first is there without a frame of this tag read since.
-  if (auto queued = mailbox.try_take(reader.peer, tag)) return Received{std::move(*queued)};
-  bool moved = false;  // the last read got bytes
+  if (auto queued = mailbox.try_take(reader.peer, tag)) {
+    received = std::move(*queued);
+    return received;
+  }
+  bool streaming = false;  // the last read got bytes of this receiver's message
   auto progress = [&] {
-    moved = reader.read_available();
-    if (!moved) return reader.ended;
+    const bool read = reader.read_available();
+    streaming = read && (reader.into_landing || landing.length);
+    if (!read) return reader.ended;
     if (landing.length) {
       received = *landing.length;
     } else if (auto queued = mailbox.try_take(reader.peer, tag)) {
@@ -379,11 +396,11 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
     return received || reader.ended;
   };
   try {
-    // The spin starts again while bytes keep coming (a large message
+    // The spin starts again while bytes of the message keep coming (it
     // streams in at the rate the sender writes it); once none came for its
     // bound, the receiver sleeps in poll until more do.
     while (Clock::now() < deadline) {
-      if (!spin.until([&] { return progress() || moved; })) {
+      if (!spin.until([&] { return progress() || streaming; })) {
         wait_ready(fd_.get(), POLLIN, deadline, wake_fd);
       } else if (received || reader.ended) {
         break;
@@ -396,12 +413,17 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
 }
 
 std::optional<PeerChannel::StalledMessage> PeerChannel::stalled_message() const {
-  std::unique_lock lock(reader_->mutex, std::try_to_lock);
-  if (!lock.owns_lock() || !reader_->frame || reader_->frame->kind != wire::FrameKind::message) {
-    return std::nullopt;
+  // The progress thread holds the lock for one turn at most. A report it
+  // dropped meanwhile is made again by arming the socket after letting go,
+  // as every holder does.
+  std::unique_lock lock(reader_->mutex);
+  std::optional<StalledMessage> stalled;
+  if (reader_->frame && reader_->frame->kind == wire::FrameKind::message) {
+    stalled = StalledMessage{
+        .tag = reader_->frame->tag, .length = reader_->frame->length, .arrived = reader_->got};
   }
-  return StalledMessage{
-      .tag = reader_->frame->tag, .length = reader_->frame->length, .arrived = reader_->got};
+  reader_->release(lock);
+  return stalled;
 }
 
 void PeerChannel::start() {

@@ -69,15 +69,23 @@ class PeerChannel {
   // mailbox already holds, or one that does not fit, is returned whole
   // (the mailbox's). nullopt at `deadline`, or when another thread reads
   // the connection (the caller then waits in the mailbox). Rethrows the
-  // peer's failure. `spin` is how long it reads without sleeping first;
+  // peer's failure. The caller counts as a waiting receiver of the mailbox
+  // (`waiting`) from before it calls this, so what the progress thread
+  // reads meanwhile is not held as early; once the message is in, `waiting`
+  // is left before the connection goes back to the progress thread, so
+  // what follows it is. `spin` is how long it reads without sleeping first;
   // `wake_fd`, readable, ends the wait (the transport failed).
   using Received = std::variant<std::size_t, std::vector<std::byte>>;
   std::optional<Received> receive_into(Tag tag, std::span<std::byte> into, std::size_t element,
-                                       Deadline deadline, BoundedSpin spin, int wake_fd);
+                                       Deadline deadline, BoundedSpin spin, int wake_fd,
+                                       Mailbox::WaitingReceiver& waiting);
+
+  // True while a receiver in receive_into() reads the connection.
+  bool read_by_receiver() const { return read_by_receiver_.load(); }
 
   // The message this connection is in the middle of, if any: for the
-  // timeout of a receiver whose peer stopped halfway through sending.
-  // nullopt also while another thread is reading.
+  // timeout of a receiver whose peer stopped halfway through sending. Not
+  // for a thread that holds the connection (Pump, receive_into).
   struct StalledMessage {
     Tag tag;
     std::uint64_t length;
@@ -108,6 +116,7 @@ class PeerChannel {
   std::mutex send_mutex_;
   std::uint64_t send_sequence_ = 0;  // guarded by send_mutex_
   std::atomic<bool> peer_closed_{false};
+  std::atomic<bool> read_by_receiver_{false};
   std::atomic<std::uint64_t> pongs_{0};
   // A ping that arrived while another thread held the send lock: the holder
   // answers it when its frame is out, so the progress thread never waits.

@@ -59,16 +59,27 @@ class Connection {
   }
   void close(int side) { ends_[side]->channel.shutdown_send(); }
 
-  // Receives on `side` into `into` (PeerChannel::receive_into).
+  // Receives on `side` into `into` (PeerChannel::receive_into), counted as
+  // a waiting receiver as the transport counts it.
   std::optional<PeerChannel::Received> receive_into(int side, Tag tag, std::span<std::byte> into,
                                                     std::chrono::milliseconds timeout = 5s) {
+    Mailbox::WaitingReceiver waiting(ends_[side]->mailbox, 1 - side, tag);
+    const Mailbox::CountedReceiver counted(1 - side, tag);
     return ends_[side]->channel.receive_into(
-        tag, into, 1, std::chrono::steady_clock::now() + timeout, bounded_spin_for(1), -1);
+        tag, into, 1, std::chrono::steady_clock::now() + timeout, bounded_spin_for(1), -1, waiting);
+  }
+  bool read_by_receiver(int side) const { return ends_[side]->channel.read_by_receiver(); }
+  std::optional<PeerChannel::StalledMessage> stalled_message(int side) const {
+    return ends_[side]->channel.stalled_message();
   }
   Mailbox& mailbox(int side) { return ends_[side]->mailbox; }
   // Writes bytes on `side`'s socket behind its channel's back.
   void write_raw(int side, std::span<const std::byte> bytes) {
     send_all(raw_[side].get(), bytes, std::chrono::steady_clock::now() + 5s);
+  }
+  void write_raw(int side, std::span<const std::span<const std::byte>> parts,
+                 std::chrono::milliseconds timeout) {
+    send_all(raw_[side].get(), parts, std::chrono::steady_clock::now() + timeout);
   }
 
  private:
@@ -160,11 +171,32 @@ std::vector<std::byte> pattern(std::size_t length, int seed) {
   return bytes;
 }
 
-// Waits until a receiver on `side` waits for `tag` from the other side: one
-// in receive_into() then reads the connection itself, so what is sent next
-// is read by it.
-void wait_for_receiver(Connection& connection, int side, Tag tag) {
-  while (connection.mailbox(side).waiting(1 - side, tag) == 0) std::this_thread::yield();
+// Waits until a receiver on `side` reads the connection in receive_into(),
+// so what is sent next is read by it.
+void wait_for_receiver(Connection& connection, int side) {
+  while (!connection.read_by_receiver(side)) std::this_thread::yield();
+}
+
+std::vector<std::byte> frame(Tag tag, std::uint64_t sequence, std::span<const std::byte> payload) {
+  const wire::EncodedHeader header = wire::encode({.kind = wire::FrameKind::message,
+                                                   .tag = tag,
+                                                   .sequence = sequence,
+                                                   .length = payload.size()});
+  std::vector<std::byte> bytes(header.size() + payload.size());
+  std::memcpy(bytes.data(), header.data(), header.size());
+  if (!payload.empty()) std::memcpy(bytes.data() + header.size(), payload.data(), payload.size());
+  return bytes;
+}
+
+// The next message with `tag` on side 1, whichever way it came: landed in
+// `into`, whole, or left in the mailbox.
+std::vector<std::byte> receive_message(Connection& connection, Tag tag, std::span<std::byte> into) {
+  auto received = connection.receive_into(1, tag, into);
+  if (!received) return connection.take(1, tag, /*spin_and_read=*/false).value();
+  if (const auto* length = std::get_if<std::size_t>(&*received)) {
+    return {into.begin(), into.begin() + static_cast<std::ptrdiff_t>(*length)};
+  }
+  return std::get<std::vector<std::byte>>(std::move(*received));
 }
 
 TEST(PeerChannel, AMessageForAWaitingReceiverLandsInItsBufferWhole) {
@@ -175,7 +207,7 @@ TEST(PeerChannel, AMessageForAWaitingReceiverLandsInItsBufferWhole) {
   // Each round's receiver, not the one before it still leaving.
   auto wait_for_round = [&](int round) {
     while (received_rounds.load() < round) std::this_thread::yield();
-    wait_for_receiver(connection, 1, 4);
+    wait_for_receiver(connection, 1);
   };
   std::thread sender([&] {
     for (int i = 0; i < kRounds; ++i) {
@@ -205,20 +237,12 @@ TEST(PeerChannel, AMessageForAWaitingReceiverLandsInItsBufferWhole) {
 TEST(PeerChannel, AMessageTooLongForTheBufferComesWholeAndInOrder) {
   Connection connection;
   std::thread sender([&] {
-    wait_for_receiver(connection, 1, 2);
+    wait_for_receiver(connection, 1);
     connection.send(0, 2, pattern(300, 1));  // longer than the buffer
     connection.send(0, 2, pattern(100, 2));
   });
   std::vector<std::byte> into(200);
-  // Whichever way each message came: landed, whole, or left in the mailbox.
-  auto next_message = [&]() -> std::vector<std::byte> {
-    auto received = connection.receive_into(1, 2, into);
-    if (!received) return connection.take(1, 2, /*spin_and_read=*/false).value();
-    if (const auto* length = std::get_if<std::size_t>(&*received)) {
-      return {into.begin(), into.begin() + static_cast<std::ptrdiff_t>(*length)};
-    }
-    return std::get<std::vector<std::byte>>(std::move(*received));
-  };
+  auto next_message = [&] { return receive_message(connection, 2, into); };
   EXPECT_EQ(next_message(), pattern(300, 1));
   EXPECT_EQ(next_message(), pattern(100, 2));
   sender.join();
@@ -234,7 +258,7 @@ TEST(PeerChannel, AReceiverThatTimesOutHalfwayThroughItsMessageLeavesItWholeForL
   const wire::EncodedHeader header =
       wire::encode({.kind = wire::FrameKind::message, .tag = 6, .length = kLength});
   std::thread sender([&] {
-    wait_for_receiver(connection, 1, 6);
+    wait_for_receiver(connection, 1);
     connection.write_raw(0, header);
     connection.write_raw(0, std::span(message).first(kLength / 2));
   });
@@ -249,6 +273,66 @@ TEST(PeerChannel, AReceiverThatTimesOutHalfwayThroughItsMessageLeavesItWholeForL
   ASSERT_TRUE(later.has_value());
   EXPECT_EQ(*later, message);
   EXPECT_EQ(into, into_after_timeout);
+}
+
+// The progress thread began a message before the receiver came; the one
+// after it, of the same tag, must not land first.
+TEST(PeerChannel, AMessageBegunBeforeTheReceiverCameIsReceivedBeforeTheNext) {
+  Connection connection;
+  const std::vector<std::byte> first = pattern(1 << 19, 1), second = pattern(100, 2);
+  const std::vector<std::byte> first_frame = frame(8, 0, first);
+  const std::size_t half = first_frame.size() / 2;
+  connection.write_raw(0, std::span(first_frame).first(half));
+  for (;;) {
+    const auto stalled = connection.stalled_message(1);
+    if (stalled && stalled->arrived == half - wire::kFrameHeaderBytes) break;
+    std::this_thread::yield();
+  }
+  std::thread sender([&] {
+    wait_for_receiver(connection, 1);
+    connection.write_raw(0, std::span(first_frame).subspan(half));
+    connection.write_raw(0, frame(8, 1, second));
+  });
+  std::vector<std::byte> into(1 << 20);
+  auto next_message = [&] { return receive_message(connection, 8, into); };
+  EXPECT_EQ(next_message(), first);
+  sender.join();
+  EXPECT_EQ(next_message(), second);
+}
+
+// Once its message landed the receiver stops reading: the message behind
+// it, nobody's yet, is held as early and meets the cap (1 MiB here).
+TEST(PeerChannel, AMessageBehindALandedOneCountsAgainstTheCap) {
+  Connection connection;
+  std::thread sender([&] {
+    wait_for_receiver(connection, 1);
+    const std::vector<std::byte> landing = frame(5, 0, pattern(1000, 1));
+    const std::vector<std::byte> too_long = frame(5, 1, pattern(2 << 20, 2));
+    const std::span<const std::byte> both[] = {landing, too_long};
+    try {
+      connection.write_raw(0, both, 300ms);
+    } catch (const IoError&) {
+      // Expected: nobody reads the rest once the cap failed the connection.
+    }
+  });
+  std::vector<std::byte> into(1000);
+  auto received = connection.receive_into(1, 5, into);
+  sender.join();
+  ASSERT_TRUE(received.has_value());
+  EXPECT_EQ(std::get<std::size_t>(*received), 1000u);
+  // try_take, unlike take, does not count as a waiting receiver.
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  for (;;) {
+    try {
+      ASSERT_FALSE(connection.mailbox(1).try_take(0, 5).has_value())
+          << "a message over the cap that nobody waited for was held";
+    } catch (const CollectiveError& error) {
+      EXPECT_EQ(error.kind(), ErrorKind::resource_exhausted);
+      break;
+    }
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the cap was never applied";
+    std::this_thread::yield();
+  }
 }
 
 }  // namespace

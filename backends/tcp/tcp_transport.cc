@@ -307,10 +307,13 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
                                                  std::size_t element) {
   const Deadline deadline = Clock::now() + timeout();
   PeerChannel* channel = channels_[static_cast<std::size_t>(from)].get();
+  // Waiting from the start, wherever the message is read; counted once.
+  Mailbox::WaitingReceiver waiting(mailbox_, from, tag);
+  const Mailbox::CountedReceiver counted(from, tag);
   std::optional<PeerChannel::Received> received;
   if (channel != nullptr) {  // null: this rank's own messages, in the mailbox
     received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
-                                     latch_.wake_fd());
+                                     latch_.wake_fd(), waiting);
   }
   if (received) {
     if (const auto* length = std::get_if<std::size_t>(&*received)) return *length;
