@@ -22,6 +22,12 @@ Mailbox::WaitingReceiver::WaitingReceiver(Mailbox& mailbox, int from, Tag tag)
   mailbox_.count_waiting(key_, +1);
 }
 
+void Mailbox::leave_locked(WaitingReceiver* waiting) noexcept {
+  if (waiting == nullptr || !waiting->counting_) return;
+  waiting->counting_ = false;
+  count_waiting(waiting->key_, -1);
+}
+
 void Mailbox::WaitingReceiver::leave() noexcept {
   if (!counting_) return;
   counting_ = false;
@@ -82,10 +88,10 @@ void Mailbox::count_waiting(std::pair<int, Tag> key, int change) {
 }
 
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline,
-                                                    Pump* pump) {
+                                                    Pump* pump, WaitingReceiver* waiting) {
   std::unique_lock lock(mutex_);
   const auto key = std::make_pair(from, tag);
-  const bool counted = counted_receiver == key;
+  const bool counted = waiting != nullptr || counted_receiver == key;
   if (!counted) count_waiting(key, +1);
   struct Leave {
     Mailbox& mailbox;
@@ -97,7 +103,10 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
   } leave{*this, key, counted};  // runs with the lock held: declared after it
   bool spun = false;
   for (;;) {
-    if (auto message = pop(from, tag)) return message;
+    if (auto message = pop(from, tag)) {
+      leave_locked(waiting);
+      return message;
+    }
     if (auto error = failure_for(from)) std::rethrow_exception(error);
     if (!spun) {
       // Once per take: a receive that outlasts the spin sleeps.
@@ -132,9 +141,13 @@ std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::ti
   }
 }
 
-std::optional<std::vector<std::byte>> Mailbox::try_take(int from, Tag tag) {
+std::optional<std::vector<std::byte>> Mailbox::try_take(int from, Tag tag,
+                                                        WaitingReceiver* waiting) {
   std::lock_guard lock(mutex_);
-  if (auto message = pop(from, tag)) return message;
+  if (auto message = pop(from, tag)) {
+    leave_locked(waiting);
+    return message;
+  }
   if (auto error = failure_for(from)) std::rethrow_exception(error);
   return std::nullopt;
 }

@@ -66,11 +66,17 @@ class Mailbox {
    protected:
     ~Pump() = default;
   };
+  // `waiting`: the caller counts already, through it; it is left as the
+  // message is taken, under the same lock, so the message behind it is
+  // never taken for awaited.
+  class WaitingReceiver;
   std::optional<std::vector<std::byte>> take(int from, Tag tag, Clock::time_point deadline,
-                                             Pump* pump = nullptr);
+                                             Pump* pump = nullptr,
+                                             WaitingReceiver* waiting = nullptr);
   // The same without waiting (and without reading the clock): for receivers
   // that drive their transport's progress themselves while they wait.
-  std::optional<std::vector<std::byte>> try_take(int from, Tag tag);
+  std::optional<std::vector<std::byte>> try_take(int from, Tag tag,
+                                                 WaitingReceiver* waiting = nullptr);
 
   // From now on, receives from `peer` (or from everyone, when peer < 0) throw
   // `error` once the messages already queued from it are taken. A failure of
@@ -109,6 +115,7 @@ class Mailbox {
     void leave() noexcept;
 
    private:
+    friend class Mailbox;
     Mailbox& mailbox_;
     std::pair<int, Tag> key_;
     bool counting_;  // this one counts (and has not left)
@@ -125,6 +132,7 @@ class Mailbox {
   std::exception_ptr failure_for(int peer) const;
   std::optional<std::vector<std::byte>> pop(int from, Tag tag);  // mutex_ held
   void count_waiting(std::pair<int, Tag> key, int change);       // mutex_ held
+  void leave_locked(WaitingReceiver* waiting) noexcept;          // mutex_ held
 
   const std::size_t byte_cap_;
   const BoundedSpin spin_;

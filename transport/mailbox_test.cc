@@ -159,5 +159,24 @@ TEST(Mailbox, FailedPeerWakesReceiversAfterQueuedMessagesAreTaken) {
   EXPECT_THROW(box.take(3, 0, deadline), std::logic_error);  // the root cause wins
 }
 
+// A receiver counted from before it waits stops counting as it takes its
+// message, under the mailbox's lock: the message behind it is early.
+TEST(Mailbox, AWaitingReceiverLeavesAsItTakesItsMessage) {
+  Mailbox box(100);
+  const auto deadline = Mailbox::Clock::now() + std::chrono::seconds(5);
+  for (const bool blocking : {true, false}) {
+    Mailbox::WaitingReceiver waiting(box, 1, 7);
+    EXPECT_EQ(box.waiting(1, 7), 1);
+    EXPECT_TRUE(box.awaited(1, 7));
+    ASSERT_TRUE(box.deliver(1, 7, std::vector<std::byte>(10), /*awaited=*/true));
+    const auto message =
+        blocking ? box.take(1, 7, deadline, nullptr, &waiting) : box.try_take(1, 7, &waiting);
+    ASSERT_TRUE(message.has_value());
+    EXPECT_EQ(box.waiting(1, 7), 0);
+    EXPECT_FALSE(box.awaited(1, 7));
+    EXPECT_FALSE(box.deliver(1, 7, std::vector<std::byte>(200)));  // early, over the cap
+  }
+}
+
 }  // namespace
 }  // namespace rlx

@@ -357,7 +357,7 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
   // The progress thread may be reading: wait for it as a receiver waits
   // for a delivery, then leave the reading to it.
   const bool claimed = bounded_spin_for_delivery().until([&] {
-    if (auto queued = mailbox.try_take(reader.peer, tag)) received = std::move(*queued);
+    if (auto queued = mailbox.try_take(reader.peer, tag, &waiting)) received = std::move(*queued);
     return received || reader.claim();
   });
   if (received || !claimed) return received;
@@ -379,7 +379,7 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
   // A message queued before the claim (the progress thread delivered it)
   // or one that did not fit the buffer is the mailbox's, whole; only the
   // first is there without a frame of this tag read since.
-  if (auto queued = mailbox.try_take(reader.peer, tag)) {
+  if (auto queued = mailbox.try_take(reader.peer, tag, &waiting)) {
     received = std::move(*queued);
     return received;
   }
@@ -390,7 +390,7 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
     if (!read) return reader.ended;
     if (landing.length) {
       received = *landing.length;
-    } else if (auto queued = mailbox.try_take(reader.peer, tag)) {
+    } else if (auto queued = mailbox.try_take(reader.peer, tag, &waiting)) {
       received = std::move(*queued);
     }
     return received || reader.ended;
@@ -413,10 +413,12 @@ std::optional<PeerChannel::Received> PeerChannel::receive_into(Tag tag, std::spa
 }
 
 std::optional<PeerChannel::StalledMessage> PeerChannel::stalled_message() const {
-  // The progress thread holds the lock for one turn at most. A report it
-  // dropped meanwhile is made again by arming the socket after letting go,
-  // as every holder does.
-  std::unique_lock lock(reader_->mutex);
+  // Never waits: a receiver may hold the connection until its own
+  // deadline. A report the progress thread dropped while this held the
+  // lock is made again by arming the socket after letting go, as every
+  // holder does.
+  std::unique_lock lock(reader_->mutex, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
   std::optional<StalledMessage> stalled;
   if (reader_->frame && reader_->frame->kind == wire::FrameKind::message) {
     stalled = StalledMessage{

@@ -85,7 +85,8 @@ class PeerChannel {
 
   // The message this connection is in the middle of, if any: for the
   // timeout of a receiver whose peer stopped halfway through sending. Not
-  // for a thread that holds the connection (Pump, receive_into).
+  // for a thread that holds the connection (Pump, receive_into); nullopt
+  // also while another thread reads it.
   struct StalledMessage {
     Tag tag;
     std::uint64_t length;

@@ -307,9 +307,9 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
                                                  std::size_t element) {
   const Deadline deadline = Clock::now() + timeout();
   PeerChannel* channel = channels_[static_cast<std::size_t>(from)].get();
-  // Waiting from the start, wherever the message is read; counted once.
+  // Waiting from the start, wherever the message is read; left as it is
+  // taken, so the message behind it is never taken for awaited.
   Mailbox::WaitingReceiver waiting(mailbox_, from, tag);
-  const Mailbox::CountedReceiver counted(from, tag);
   std::optional<PeerChannel::Received> received;
   if (channel != nullptr) {  // null: this rank's own messages, in the mailbox
     received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
@@ -320,12 +320,13 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
     return place_or_keep(from, tag, std::get<std::vector<std::byte>>(std::move(*received)), into,
                          element);
   }
-  return place_or_keep(from, tag, take_from_mailbox(from, tag, deadline), into, element);
+  return place_or_keep(from, tag, take_from_mailbox(from, tag, deadline, &waiting), into, element);
 }
 
-std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline) {
+std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline,
+                                                       Mailbox::WaitingReceiver* waiting) {
   PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());
-  auto message = mailbox_.take(from, tag, deadline, &pump);
+  auto message = mailbox_.take(from, tag, deadline, &pump, waiting);
   if (message) return std::move(*message);
   const ErrorSite where = site("recv_bytes", from, "tag " + std::to_string(tag));
   const std::string within = " within " + std::to_string(timeout().count()) + " ms";

@@ -61,8 +61,10 @@ class TcpTransport final : public LinksTransport {
   void join(const std::vector<HostPort>& table, Deadline deadline);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
   // The next message from `from` with `tag` out of the mailbox, reading the
-  // connection while it spins; throws timeout at `deadline`.
-  std::vector<std::byte> take_from_mailbox(int from, Tag tag, Deadline deadline);
+  // connection while it spins; throws timeout at `deadline`. `waiting`: the
+  // caller counts as waiting already (Mailbox::take).
+  std::vector<std::byte> take_from_mailbox(int from, Tag tag, Deadline deadline,
+                                           Mailbox::WaitingReceiver* waiting = nullptr);
   std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
   // Records the failure; `tell_peers` sends it to every other rank first. A
   // failure heard from a peer is passed on only at close (close_gracefully).
