@@ -312,8 +312,12 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
   Mailbox::WaitingReceiver waiting(mailbox_, from, tag);
   std::optional<PeerChannel::Received> received;
   if (channel != nullptr) {  // null: this rank's own messages, in the mailbox
-    received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
-                                     latch_.wake_fd(), waiting);
+    try {
+      received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
+                                       latch_.wake_fd(), waiting);
+    } catch (const CollectiveError& error) {
+      throw error.seen_from(receive_site(from, tag));
+    }
   }
   if (received) {
     if (const auto* length = std::get_if<std::size_t>(&*received)) return *length;
@@ -323,12 +327,21 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
   return place_or_keep(from, tag, take_from_mailbox(from, tag, deadline, &waiting), into, element);
 }
 
+ErrorSite TcpTransport::receive_site(int from, Tag tag) const {
+  return site("recv_bytes", from, "tag " + std::to_string(tag));
+}
+
 std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline,
                                                        Mailbox::WaitingReceiver* waiting) {
   PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());
-  auto message = mailbox_.take(from, tag, deadline, &pump, waiting);
+  std::optional<std::vector<std::byte>> message;
+  try {
+    message = mailbox_.take(from, tag, deadline, &pump, waiting);
+  } catch (const CollectiveError& error) {
+    throw error.seen_from(receive_site(from, tag));  // this call's, not the connection's
+  }
   if (message) return std::move(*message);
-  const ErrorSite where = site("recv_bytes", from, "tag " + std::to_string(tag));
+  const ErrorSite where = receive_site(from, tag);
   const std::string within = " within " + std::to_string(timeout().count()) + " ms";
   PeerChannel* channel = channels_[static_cast<std::size_t>(from)].get();
   if (const auto stalled = channel ? channel->stalled_message() : std::nullopt) {

@@ -29,6 +29,9 @@
 //   fault_program send_then_close (2 ranks) rank 1 sends messages of 4 B to
 //                                 1 MiB and returns from main at once; rank 0
 //                                 receives them only after rank 1 has closed
+//   fault_program large_send_then_close (2 ranks) rank 1 sends 64 MiB, which rank 0
+//                                 is already receiving into its buffer, then 3
+//                                 small messages, and returns from main at once
 //   fault_program irecv_peer_killed  the others post irecvs of 4 tags from the last
 //                                 rank, which sends 3 of them, waits until they
 //                                 arrived and kills itself: the 4th fails naming it
@@ -250,6 +253,35 @@ bool send_then_close(rlx::Transport& group) {
     }
   }
   // Nothing more comes: the next receive says so at once, naming rank 1.
+  return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 0); },
+                      {"rank 1 has shut down its transport"});
+}
+
+// A message far larger than the sockets' buffers, sent by a rank that
+// returns from main the moment its send returns: the receiver is already
+// reading it into its own buffer (TCP's direct receive) when the close
+// comes, and gets every byte, then the messages behind it.
+bool large_send_then_close(rlx::Transport& group) {
+  constexpr std::size_t kLarge = 64 << 20;
+  if (group.rank() == 1) {
+    group.send_bytes(0, 0, numbered_message(kLarge, 7));
+    for (rlx::Tag tag = 1; tag <= 3; ++tag) group.send_bytes(0, tag, numbered_message(4096, tag));
+    std::printf("RESULT kind=none ms=0\n");
+    return true;  // main returns: the group closes
+  }
+  std::vector<std::byte> large(kLarge);
+  group.recv_bytes_into(1, 0, large);
+  if (large != numbered_message(kLarge, 7)) {
+    std::printf("FAILED: the %zu-byte message arrived changed\n", kLarge);
+    return false;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1 has closed by now
+  for (rlx::Tag tag = 1; tag <= 3; ++tag) {
+    if (group.recv_bytes(1, tag) != numbered_message(4096, tag)) {
+      std::printf("FAILED: message of tag %d arrived changed\n", static_cast<int>(tag));
+      return false;
+    }
+  }
   return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 0); },
                       {"rank 1 has shut down its transport"});
 }
@@ -509,6 +541,8 @@ int main(int argc, char** argv) {
     ok = corrupt_ring(*group, rlx::shm::MessageRing::kWrittenOffset);
   } else if (mode == "send_then_close") {
     ok = send_then_close(*group);
+  } else if (mode == "large_send_then_close") {
+    ok = large_send_then_close(*group);
   } else if (mode == "irecv_peer_killed") {
     ok = irecv_peer_killed(*group);
   } else if (mode == "clean_exit") {

@@ -110,6 +110,23 @@ TEST(Faults, MessagesSentBeforeAPeerClosesAreAllDelivered) {
   }
 }
 
+// The same with one message far larger than the sockets' buffers, which the
+// receiver reads into its own buffer while the sender closes.
+TEST(Faults, ALargeMessageSentBeforeAPeerClosesIsDeliveredWhole) {
+  for (int run = 0; run < 3; ++run) {
+    const JobOutcome job = run_fault_mode("large_send_then_close", 2, {"RLX_TIMEOUT_S=30"});
+    for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    // The receive after the close names its tag and what to check, on every transport.
+    EXPECT_NE(job.ranks[0].out.find("recv_bytes (tag 0) with peer rank 1: peer lost: rank 1 "
+                                    "has shut down its transport"),
+              std::string::npos)
+        << describe(job);
+    EXPECT_NE(job.ranks[0].out.find("Check: did rank 1 close its group or return from main early?"),
+              std::string::npos)
+        << describe(job);
+  }
+}
+
 // A rank that returns from main mid-job (closing its group cleanly) is a
 // lost peer to the others at once, not a timeout at RLX_TIMEOUT_S.
 TEST(Faults, ARankThatExitsCleanlyMidJobIsNamedAtOnce) {
