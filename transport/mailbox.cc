@@ -3,7 +3,20 @@
 #include <algorithm>
 
 namespace rlx {
+
 namespace {
+
+// Entries of the per-(peer, tag) maps outlive their last message or
+// receiver, so a tag in steady use allocates nothing per message. Once a
+// map outgrows `sweep_at`, its idle entries go and `sweep_at` becomes twice
+// what is left (at least Mailbox::kIdleEntriesKept): a job that uses ever new tags
+// keeps a bounded map, at a constant cost per new entry.
+template <typename Map, typename IsIdle>
+void sweep_idle_entries(Map& map, std::size_t& sweep_at, IsIdle is_idle) {
+  if (map.size() <= sweep_at) return;
+  std::erase_if(map, [&](const auto& entry) { return is_idle(entry.second); });
+  sweep_at = std::max(Mailbox::kIdleEntriesKept, 2 * map.size());
+}
 
 thread_local std::optional<std::pair<int, Tag>> counted_receiver;
 
@@ -40,7 +53,10 @@ bool Mailbox::deliver(int from, Tag tag, std::vector<std::byte> message, bool aw
     std::lock_guard lock(mutex_);
     if (!awaited && message.size() > byte_cap_ - std::min(held_bytes_, byte_cap_)) return false;
     held_bytes_ += message.size();
-    queues_[{from, tag}].push_back(std::move(message));
+    const auto [queue, added] = queues_.try_emplace({from, tag});
+    queue->second.push_back(std::move(message));
+    if (added)
+      sweep_idle_entries(queues_, queues_sweep_at_, [](const auto& q) { return q.empty(); });
     events_.fetch_add(1, std::memory_order_release);
   }
   arrived_.notify_all();
@@ -51,8 +67,7 @@ std::optional<std::vector<std::byte>> Mailbox::pop(int from, Tag tag) {
   auto it = queues_.find(std::make_pair(from, tag));
   if (it == queues_.end() || it->second.empty()) return std::nullopt;
   std::vector<std::byte> message = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) queues_.erase(it);
+  it->second.pop_front();  // an emptied queue stays for the tag's next message
   held_bytes_ -= message.size();
   return message;
 }
@@ -80,11 +95,15 @@ void Mailbox::expect(int from, Tag tag, int change) {
 
 void Mailbox::count_waiting(std::pair<int, Tag> key, int change) {
   if (change > 0) {
-    waiting_[key] += change;
+    const auto [count, added] = waiting_.try_emplace(key, 0);
+    count->second += change;
+    if (added) sweep_idle_entries(waiting_, waiting_sweep_at_, [](int c) { return c <= 0; });
     return;
   }
-  const auto found = waiting_.find(key);  // allocates nothing, so it never throws
-  if (found != waiting_.end() && (found->second += change) <= 0) waiting_.erase(found);
+  // A count at zero stays for the tag's next receiver. This allocates
+  // nothing, so it never throws.
+  const auto found = waiting_.find(key);
+  if (found != waiting_.end()) found->second += change;
 }
 
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline,

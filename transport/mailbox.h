@@ -128,6 +128,9 @@ class Mailbox {
   // where a receiver that copied a message out gives its buffer back.
   SpareBuffers& spare_buffers() { return spare_buffers_; }
 
+  // (peer, tag) entries kept without a message or receiver, at least.
+  static constexpr std::size_t kIdleEntriesKept = 1024;
+
  private:
   std::exception_ptr failure_for(int peer) const;
   std::optional<std::vector<std::byte>> pop(int from, Tag tag);  // mutex_ held
@@ -139,7 +142,9 @@ class Mailbox {
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::pair<int, Tag>, std::deque<std::vector<std::byte>>> queues_;
-  std::map<std::pair<int, Tag>, int> waiting_;  // receivers inside take(), and expected
+  std::map<std::pair<int, Tag>, int> waiting_;      // receivers inside take(), and expected
+  std::size_t queues_sweep_at_ = kIdleEntriesKept;  // see sweep_idle_entries in mailbox.cc
+  std::size_t waiting_sweep_at_ = kIdleEntriesKept;
   std::map<int, std::exception_ptr> peer_failures_;
   std::set<int> own_channel_peers_;
   std::exception_ptr global_failure_;

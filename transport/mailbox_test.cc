@@ -178,5 +178,27 @@ TEST(Mailbox, AWaitingReceiverLeavesAsItTakesItsMessage) {
   }
 }
 
+// Entries outlive their messages and receivers (no allocation per message
+// on a tag in use); sweeping the idle ones, many tags later, keeps every
+// queued message and every counted receiver.
+TEST(Mailbox, ManyDistinctTagsLoseNoQueuedMessageOrCountedReceiver) {
+  Mailbox box(1 << 20);
+  box.expect(1, 99999, +1);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(box.deliver(1, 5, bytes({i})));
+  const auto deadline = Mailbox::Clock::now() + 1s;
+  const int tags = 10 * static_cast<int>(Mailbox::kIdleEntriesKept);
+  for (int t = 0; t < tags; ++t) {
+    ASSERT_TRUE(box.deliver(2, 1000 + t, bytes({t % 256})));
+    ASSERT_EQ(*box.take(2, 1000 + t, deadline), bytes({t % 256}));
+    box.expect(3, 1000 + t, +1);
+    box.expect(3, 1000 + t, -1);
+    ASSERT_EQ(box.waiting(3, 1000 + t), 0);
+  }
+  EXPECT_EQ(box.waiting(1, 99999), 1);
+  EXPECT_TRUE(box.awaited(1, 99999));
+  EXPECT_FALSE(box.awaited(3, 1000));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(*box.take(1, 5, deadline), bytes({i}));
+}
+
 }  // namespace
 }  // namespace rlx
