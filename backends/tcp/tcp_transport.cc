@@ -288,13 +288,19 @@ void TcpTransport::send_over_network(int to, Tag tag, std::span<const std::byte>
                                                   latch_.wake_fd());
   } catch (const IoError& error) {
     latch_.rethrow_if_tripped();
-    const auto kind =
-        error.kind() == IoError::Kind::timeout ? ErrorKind::timeout : ErrorKind::peer_lost;
+    const bool timed_out = error.kind() == IoError::Kind::timeout;
+    const std::string peer = "rank " + std::to_string(to);
+    // A live receiver's progress thread reads every message (or fails the
+    // job at RLX_UNEXPECTED_BYTES), so a send that found no room is a peer
+    // that stopped reading.
     CollectiveError failure(
-        kind,
+        timed_out ? ErrorKind::timeout : ErrorKind::peer_lost,
         site("send_bytes", to, "tag " + std::to_string(tag) + ", " + format_bytes(payload.size())),
-        error.what());
-    fail(failure, kind == ErrorKind::timeout);
+        timed_out
+            ? peer + " has not read the message within " + std::to_string(timeout().count()) + " ms"
+            : std::string(error.what()),
+        timed_out ? "is " + peer + " stopped or hung, or busy without reading its sockets?" : "");
+    fail(failure, timed_out);
     throw failure;
   }
 }

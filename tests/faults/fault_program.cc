@@ -25,6 +25,8 @@
 //   fault_program frozen          the last rank stops itself (SIGSTOP) mid-loop, and a
 //                                 helper kills it 10 s later; the others exit 3 once
 //                                 they report the timeout naming it (a failure for rlxrun)
+//   fault_program send_to_frozen  (2 ranks) rank 1 stops (SIGSTOP) and rank 0 sends it
+//                                 64 MiB: the send times out naming rank 1
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
 //   fault_program send_then_close (2 ranks) rank 1 sends messages of 4 B to
 //                                 1 MiB and returns from main at once; rank 0
@@ -526,6 +528,17 @@ int main(int argc, char** argv) {
                         }
                       },
                       {named});
+    std::fflush(stdout);
+    return ok ? 3 : 1;
+  } else if (mode == "send_to_frozen") {
+    // Rank 1 stops before the message; rank 0's send fills the sockets and
+    // waits for room until its deadline.
+    group->barrier();
+    if (rank == 1) freeze(4);  // killed after rank 0's deadline (2 s), not long after
+    ok = expect_error(rlx::ErrorKind::timeout,
+                      [&] { group->send_bytes(1, 3, std::vector<std::byte>(64 << 20)); },
+                      {"send_bytes (tag 3, 64 MiB) with peer rank 1: timeout: rank 1 ",
+                       "within 2000 ms", "Check: is rank 1 "});
     std::fflush(stdout);
     return ok ? 3 : 1;
   } else if (mode == "recv_timeout") {

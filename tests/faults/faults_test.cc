@@ -166,6 +166,18 @@ TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {
   }
 }
 
+// A send to a stopped rank fills what lies between them (sockets, a ring)
+// and times out at the deadline naming the rank, the call, its size and
+// what to check.
+TEST(Faults, ASendToAStoppedRankTimesOutNamingItAndTheSize) {
+  const JobOutcome job = run_fault_mode("send_to_frozen", 2, {"RLX_TIMEOUT_S=2"});
+  ASSERT_EQ(job.ranks.size(), 2u);
+  const auto& sender = job.ranks[0];
+  EXPECT_TRUE(WIFEXITED(sender.status) && WEXITSTATUS(sender.status) == 3) << describe(job);
+  EXPECT_GE(reported_ms(sender.out), 1900) << describe(job);
+  EXPECT_LT(reported_ms(sender.out), 6000) << describe(job);
+}
+
 TEST(Faults, AReceiveNobodyAnswersTimesOutAtTheDeadlineNamingThePeerAndTag) {
   const JobOutcome job = run_fault_mode("recv_timeout", 2, {"RLX_TIMEOUT_S=1"});
   for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
