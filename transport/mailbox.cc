@@ -103,7 +103,7 @@ void Mailbox::count_waiting(std::pair<int, Tag> key, int change) {
   // A count at zero stays for the tag's next receiver. This allocates
   // nothing, so it never throws.
   const auto found = waiting_.find(key);
-  if (found != waiting_.end()) found->second += change;
+  if (found != waiting_.end()) found->second = std::max(0, found->second + change);
 }
 
 std::optional<std::vector<std::byte>> Mailbox::take(int from, Tag tag, Clock::time_point deadline,

@@ -58,6 +58,10 @@ ErrorSite Transport::site(std::string_view operation, int peer, std::string size
           .sizes = std::move(sizes)};
 }
 
+ErrorSite Transport::receive_site(int from, Tag tag) const {
+  return site("recv_bytes", from, "tag " + std::to_string(tag));
+}
+
 void Transport::check_peer(int peer, std::string_view operation) const {
   if (peer < 0 || peer >= world_size_) {
     throw CollectiveError(ErrorKind::invalid_argument, site(operation),

@@ -388,6 +388,8 @@ class Transport {
 
   // An ErrorSite naming this rank, for backends and algorithms building errors.
   ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
+  // The site of a receive from `from` with `tag` ("recv_bytes (tag 3)").
+  ErrorSite receive_site(int from, Tag tag) const;
 
  protected:
   Transport(int rank, int world_size, std::string backend, std::chrono::milliseconds timeout);

@@ -25,7 +25,7 @@ std::vector<std::byte> SingletonTransport::do_recv_bytes(int from, Tag tag) {
   auto message = mailbox_.take(from, tag, Mailbox::Clock::now() + timeout());
   if (!message) {
     throw CollectiveError(
-        ErrorKind::timeout, site("recv_bytes", from, "tag " + std::to_string(tag)),
+        ErrorKind::timeout, receive_site(from, tag),
         "nothing was sent with this tag within " + std::to_string(timeout().count()) + " ms",
         "in a group of one, only this process can send the message");
   }

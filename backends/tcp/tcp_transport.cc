@@ -333,10 +333,6 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
   return place_or_keep(from, tag, take_from_mailbox(from, tag, deadline, &waiting), into, element);
 }
 
-ErrorSite TcpTransport::receive_site(int from, Tag tag) const {
-  return site("recv_bytes", from, "tag " + std::to_string(tag));
-}
-
 std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline,
                                                        Mailbox::WaitingReceiver* waiting) {
   PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());

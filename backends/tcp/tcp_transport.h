@@ -60,8 +60,6 @@ class TcpTransport final : public LinksTransport {
   // Connects to every peer of `table`, then sets up shared memory.
   void join(const std::vector<HostPort>& table, Deadline deadline);
   void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
-  // Where a receive from `from` with `tag` failed, for its error.
-  ErrorSite receive_site(int from, Tag tag) const;
   // The next message from `from` with `tag` out of the mailbox, reading the
   // connection while it spins; throws timeout at `deadline`. `waiting`: the
   // caller counts as waiting already (Mailbox::take).
