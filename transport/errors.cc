@@ -66,6 +66,13 @@ CollectiveError CollectiveError::seen_from(ErrorSite site) const {
   return CollectiveError(kind_, std::move(site), detail_, hint_);
 }
 
+CollectiveError peer_shut_down(ErrorSite site, int peer, std::string_view what) {
+  const std::string rank = "rank " + std::to_string(peer);
+  return CollectiveError(ErrorKind::peer_lost, std::move(site),
+                         rank + " has shut down its transport" + std::string(what),
+                         "did " + rank + " close its group or return from main early?");
+}
+
 std::string format_bytes(std::size_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   double value = static_cast<double>(bytes);

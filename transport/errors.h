@@ -70,6 +70,11 @@ bool is_out_of_descriptors(int error_number);
 // reached mid-setup otherwise surfaced as a peer that "never connected".
 CollectiveError out_of_descriptors(ErrorSite site, std::string_view what, int error_number);
 
+// peer_lost for a call that found `peer` closed (its group closed, or its
+// process returned from main): "rank 1 has shut down its transport" and
+// `what` after it, with what to check.
+CollectiveError peer_shut_down(ErrorSite site, int peer, std::string_view what = "");
+
 // "4 KiB", "1.5 MiB", "12 B": sizes as people read them.
 std::string format_bytes(std::size_t bytes);
 

@@ -147,9 +147,8 @@ struct PeerChannel::Reader {
       case wire::FrameKind::close:
         ended = true;  // nothing may follow a close
         peer_closed = true;
-        fail_receivers(
-            ErrorKind::peer_lost, "rank " + std::to_string(peer) + " has shut down its transport",
-            "did rank " + std::to_string(peer) + " close its group or return from main early?");
+        mailbox.fail(peer,
+                     std::make_exception_ptr(peer_shut_down(hooks.site("recv_bytes", peer), peer)));
         if (hooks.peer_closed) hooks.peer_closed();
         return;
       case wire::FrameKind::collective:
@@ -276,11 +275,6 @@ struct PeerChannel::Reader {
 
   void violation(const std::string& what) {
     fail_all(ErrorKind::protocol_violation, "from rank " + std::to_string(peer) + ": " + what);
-  }
-
-  void fail_receivers(ErrorKind kind, const std::string& detail, const std::string& hint = "") {
-    mailbox.fail(peer, std::make_exception_ptr(
-                           CollectiveError(kind, hooks.site("recv_bytes", peer), detail, hint)));
   }
 
   void fail_all(ErrorKind kind, const std::string& detail) {

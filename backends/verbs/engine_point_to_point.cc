@@ -15,8 +15,9 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
     fail_and_throw(
         CollectiveError(ErrorKind::timeout, site("send_bytes", to, sizes()),
                         what + " within " + std::to_string(spec_.timeout.count()) + " ms",
-                        "rank " + std::to_string(to) +
-                            " stopped taking messages (RLX_TIMEOUT_S sets the deadline)"),
+                        "is rank " + std::to_string(to) +
+                            " stopped or hung, or busy without taking messages? (RLX_TIMEOUT_S "
+                            "sets the deadline)"),
         true);
   };
   if (!drive(caller, deadline, true, [&] { return !p.p2p.sending; })) {
@@ -33,7 +34,7 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
                                 .length = payload.size()};
   if (payload.size() <= kEagerPayload) {
     if (!drive(caller, deadline, true, [&] { return can_post_eager(p, false); })) {
-      timed_out("no receive buffer of rank " + std::to_string(to) + " came free");
+      timed_out("rank " + std::to_string(to) + " freed no receive buffer");
     }
     post_eager(p, PacketType::frame, frame, payload, false);
     latch_.rethrow_if_tripped();
@@ -54,8 +55,8 @@ void Engine::send_message(int to, Tag tag, std::span<const std::byte> payload) {
     return offset == payload.size();
   });
   if (!done) {
-    timed_out("only " + format_bytes(offset) + " of " + format_bytes(payload.size()) +
-              " were taken");
+    timed_out("rank " + std::to_string(to) + " took only " + format_bytes(offset) + " of " +
+              format_bytes(payload.size()));
   }
 }
 

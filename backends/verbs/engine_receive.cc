@@ -78,9 +78,7 @@ void Engine::on_eager(Peer& p, const ibv_wc& wc, std::uint32_t index) {
       p.closed = true;
       ++mailbox_events_;
       mailbox_.fail(p.rank,
-                    std::make_exception_ptr(CollectiveError(
-                        ErrorKind::peer_lost, site("recv_bytes", p.rank),
-                        "rank " + std::to_string(p.rank) + " has shut down its transport")));
+                    std::make_exception_ptr(peer_shut_down(site("recv_bytes", p.rank), p.rank)));
       return;
     case wire::FrameKind::collective:
       repost(p, index);

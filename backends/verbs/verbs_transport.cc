@@ -171,7 +171,12 @@ void VerbsTransport::send_over_network(int to, Tag tag, std::span<const std::byt
 }
 
 std::vector<std::byte> VerbsTransport::recv_over_network(int from, Tag tag) {
-  return engine_->receive_message(from, tag);
+  try {
+    return engine_->receive_message(from, tag);
+  } catch (const CollectiveError& error) {
+    // The mailbox keeps one failure per peer; the error names this call.
+    throw error.seen_from(receive_site(from, tag));
+  }
 }
 
 bool is_built() { return true; }

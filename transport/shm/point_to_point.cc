@@ -72,10 +72,7 @@ RingWait PointToPoint::wait_for(int local) const {
 
 CollectiveError PointToPoint::closed_error(const ErrorSite& site, int peer,
                                            std::string_view what) const {
-  return CollectiveError(
-      ErrorKind::peer_lost, site,
-      "rank " + std::to_string(peer) + " has shut down its transport" + std::string(what),
-      "did rank " + std::to_string(peer) + " close its group or return from main early?");
+  return peer_shut_down(site, peer, what);
 }
 
 void PointToPoint::fail_hard(CollectiveError error) {
