@@ -9,7 +9,8 @@
 // right, and waits for all; it reports the threads and resident memory
 // before and after posting. Then it splits the world `groups` times
 // (default 16, every rank in each) and reports the median split() time and
-// the threads with every group open (requests 0: splits only). Rank 0
+// the threads with every group open (requests 0: splits only; groups 0:
+// requests only). Rank 0
 // prints one line per figure.
 #include <algorithm>
 #include <chrono>
@@ -109,8 +110,14 @@ void splits(const std::shared_ptr<rlx::Transport>& world, int count) {
 int main(int argc, char** argv) {
   const std::size_t requests = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 10000;
   const int groups = argc > 2 ? std::atoi(argv[2]) : 16;
+  if (argc > 3 || groups < 0 || (argc > 1 && argv[1][0] == '-')) {
+    std::fprintf(
+        stderr,
+        "usage: requests-bench [REQUESTS (default 10000)] [GROUPS (default 16, 0: no splits)]\n");
+    return 2;
+  }
   const auto world = rlx::init();
   if (requests > 0) outstanding_receives(*world, requests);
-  splits(world, groups);
+  if (groups > 0) splits(world, groups);
   return 0;
 }
