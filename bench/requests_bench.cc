@@ -10,8 +10,7 @@
 // before and after posting. Then it splits the world `groups` times
 // (default 16, every rank in each) and reports the median split() time and
 // the threads with every group open (requests 0: splits only; groups 0:
-// requests only). Rank 0
-// prints one line per figure.
+// requests only). Rank 0 prints one line per figure.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
