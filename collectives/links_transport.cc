@@ -79,13 +79,8 @@ std::optional<std::size_t> LinksTransport::do_try_recv_bytes_into(int from, Tag 
                                                                   std::span<std::byte> into,
                                                                   std::size_t element) {
   if (!same_host_ || !same_host_->shares_memory_with(from)) {
-    std::optional<std::vector<std::byte>> message;
-    try {
-      message = mailbox().try_take(from, tag);
-    } catch (const CollectiveError& error) {
-      // The mailbox keeps one failure per peer; the error names this call.
-      throw error.seen_from(receive_site(from, tag));
-    }
+    std::optional<std::vector<std::byte>> message =
+        as_receive_from(from, tag, [&] { return mailbox().try_take(from, tag); });
     if (!message) return std::nullopt;
     return place_or_keep(from, tag, std::move(*message), into, element);
   }

@@ -390,6 +390,18 @@ class Transport {
   ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
   // The site of a receive from `from` with `tag` ("recv_bytes (tag 3)").
   ErrorSite receive_site(int from, Tag tag) const;
+  // Runs `wait`, a receive's wait on the connection layer (a channel, the
+  // mailbox, a verbs engine), and reports a failure it meets as this
+  // receive's: those layers keep one failure per peer, built by whichever
+  // call met it first.
+  template <class Wait>
+  decltype(auto) as_receive_from(int from, Tag tag, Wait&& wait) const {
+    try {
+      return std::forward<Wait>(wait)();
+    } catch (const CollectiveError& error) {
+      throw error.seen_from(receive_site(from, tag));
+    }
+  }
 
  protected:
   Transport(int rank, int world_size, std::string backend, std::chrono::milliseconds timeout);

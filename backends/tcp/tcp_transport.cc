@@ -318,12 +318,10 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
   Mailbox::WaitingReceiver waiting(mailbox_, from, tag);
   std::optional<PeerChannel::Received> received;
   if (channel != nullptr) {  // null: this rank's own messages, in the mailbox
-    try {
-      received = channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
-                                       latch_.wake_fd(), waiting);
-    } catch (const CollectiveError& error) {
-      throw error.seen_from(receive_site(from, tag));
-    }
+    received = as_receive_from(from, tag, [&] {
+      return channel->receive_into(tag, into, element, deadline, bounded_spin_for_delivery(),
+                                   latch_.wake_fd(), waiting);
+    });
   }
   if (received) {
     if (const auto* length = std::get_if<std::size_t>(&*received)) return *length;
@@ -336,12 +334,8 @@ std::size_t TcpTransport::recv_over_network_into(int from, Tag tag, std::span<st
 std::vector<std::byte> TcpTransport::take_from_mailbox(int from, Tag tag, Deadline deadline,
                                                        Mailbox::WaitingReceiver* waiting) {
   PeerChannel::Pump pump(channels_[static_cast<std::size_t>(from)].get());
-  std::optional<std::vector<std::byte>> message;
-  try {
-    message = mailbox_.take(from, tag, deadline, &pump, waiting);
-  } catch (const CollectiveError& error) {
-    throw error.seen_from(receive_site(from, tag));  // this call's, not the connection's
-  }
+  std::optional<std::vector<std::byte>> message = as_receive_from(
+      from, tag, [&] { return mailbox_.take(from, tag, deadline, &pump, waiting); });
   if (message) return std::move(*message);
   const ErrorSite where = receive_site(from, tag);
   const std::string within = " within " + std::to_string(timeout().count()) + " ms";

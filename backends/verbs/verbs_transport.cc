@@ -171,12 +171,7 @@ void VerbsTransport::send_over_network(int to, Tag tag, std::span<const std::byt
 }
 
 std::vector<std::byte> VerbsTransport::recv_over_network(int from, Tag tag) {
-  try {
-    return engine_->receive_message(from, tag);
-  } catch (const CollectiveError& error) {
-    // The mailbox keeps one failure per peer; the error names this call.
-    throw error.seen_from(receive_site(from, tag));
-  }
+  return as_receive_from(from, tag, [&] { return engine_->receive_message(from, tag); });
 }
 
 bool is_built() { return true; }
