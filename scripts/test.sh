@@ -2,7 +2,7 @@
 # The README's second command: install what is missing, build, and run the
 # whole test suite through ctest: the release build (and a short run of
 # bench/compare and bench/scaling), then the ASan+UBSan and TSan builds,
-# then the fuzzers.
+# then the fuzzers; each build after the first runs beside the tests before it.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,24 +33,57 @@ phase_done() {
   phase_started=$SECONDS
 }
 
-run_preset() {
-  local preset=$1
-  echo "=== rlx: $preset build and tests ==="
-  cmake --preset "$preset" >/dev/null
-  cmake --build --preset "$preset" -j "$jobs"
-  phase_done "$preset build"
-  ctest --preset "$preset"
+# Each build after the first overlaps the tests of the one before it. Most
+# of a test's time is spent waiting (on deadlines, peers, the VM): a build in
+# the idle scheduling class (SCHED_IDLE) runs only in the cycles the tests
+# leave, so it neither slows them nor moves their deadlines.
+background_build=
+background_pid=
+build_in_background() {
+  background_build=$1
+  shift
+  mkdir -p build
+  # Its own process group, so that a failed suite stops the whole build.
+  chrt --idle 0 setsid bash -c "$*" >"build/$background_build-build.log" 2>&1 &
+  background_pid=$!
+}
+finish_background_build() {
+  echo "=== rlx: waiting for the $background_build build ==="
+  if ! wait "$background_pid"; then
+    cat "build/$background_build-build.log" >&2
+    echo "rlx: the $background_build build failed (build/$background_build-build.log)" >&2
+    exit 1
+  fi
+  background_pid=
+  phase_done "$background_build build (the part after the tests it overlapped)"
+}
+stop_background_build() {
+  [[ -n $background_pid ]] && kill -- "-$background_pid" 2>/dev/null
+  return 0
+}
+preset_build() {
+  echo "cmake --preset $1 >/dev/null && cmake --build --preset $1 -j $jobs"
+}
+
+run_tests() {
+  echo "=== rlx: $1 tests ==="
+  ctest --preset "$1"
   check_dev_shm_is_clean
-  phase_done "$preset tests"
+  phase_done "$1 tests"
 }
 
 suite_started=$(mktemp)
-trap 'rm -f "$suite_started"' EXIT
+trap 'stop_background_build; rm -f "$suite_started"' EXIT
 
 # Formatting is part of the suite: every C++ file matches .clang-format.
 git ls-files '*.h' '*.cc' | xargs -r clang-format --dry-run -Werror
 
-run_preset release
+echo "=== rlx: release build ==="
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+phase_done "release build"
+[[ $quick -eq 0 ]] && build_in_background asan "$(preset_build asan)"
+run_tests release
 # The side-by-side comparison in its short mode, so it cannot rot: it fails
 # when any system (rlx or a peer) computes a wrong result.
 echo "=== rlx: bench/compare --short ==="
@@ -66,13 +99,17 @@ RLX_COST_MODEL=build/release/scaling-short/cost-model build/release/bin/rlxrun -
   build/release/examples/hello_allreduce >/dev/null
 phase_done "benchmarks' short runs"
 if [[ $quick -eq 0 ]]; then
-  run_preset asan
-  run_preset tsan
+  finish_background_build
+  build_in_background tsan "$(preset_build tsan)"
+  run_tests asan
+  finish_background_build
   # libFuzzer on every decoder of network and file input, from the committed
   # seeds, RLX_FUZZ_SECONDS (default 20) per target.
+  build_in_background fuzz "cmake -S tests/fuzz -B build/fuzz -G Ninja \
+    -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null && cmake --build build/fuzz -j $jobs"
+  run_tests tsan
+  finish_background_build
   echo "=== rlx: fuzzing ==="
-  cmake -S tests/fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
-  cmake --build build/fuzz -j "$jobs"
   ctest --test-dir build/fuzz --output-on-failure --no-tests=error -j "$jobs"
   phase_done "fuzzing"
 fi
