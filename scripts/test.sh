@@ -50,6 +50,7 @@ build_in_background() {
 finish_background_build() {
   echo "=== rlx: waiting for the $background_build build ==="
   if ! wait "$background_pid"; then
+    background_pid=
     cat "build/$background_build-build.log" >&2
     echo "rlx: the $background_build build failed (build/$background_build-build.log)" >&2
     exit 1
@@ -58,8 +59,7 @@ finish_background_build() {
   phase_done "$background_build build (the part after the tests it overlapped)"
 }
 stop_background_build() {
-  [[ -n $background_pid ]] && kill -- "-$background_pid" 2>/dev/null
-  return 0
+  if [[ -n $background_pid ]]; then kill -- "-$background_pid" 2>/dev/null || true; fi
 }
 preset_build() {
   echo "cmake --preset $1 >/dev/null && cmake --build --preset $1 -j $jobs"
