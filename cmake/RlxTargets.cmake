@@ -12,6 +12,15 @@ function(rlx_apply_warnings target)
   target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${RLX_WARNING_FLAGS}>)
 endfunction()
 
+# rlx_add_c_program(name source): a C11 program on the C API (rlx/rlx_c.h),
+# every warning an error, as a C user would build it.
+function(rlx_add_c_program name source)
+  add_executable(${name} ${source})
+  set_target_properties(${name} PROPERTIES C_STANDARD 11 C_STANDARD_REQUIRED ON C_EXTENSIONS OFF)
+  target_compile_options(${name} PRIVATE -Wall -Wextra -Wpedantic -Werror)
+  target_link_libraries(${name} PRIVATE rlx::rlx)
+endfunction()
+
 # rlx_add_library(name SOURCES ... [PUBLIC_LIBS ...] [PRIVATE_LIBS ...])
 # A static library whose headers are included relative to the repository root
 # in the source tree and relative to <prefix>/include/rlx once installed

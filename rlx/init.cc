@@ -39,6 +39,7 @@ struct World {
   std::mutex mutex;
   std::shared_ptr<Transport> group;
   std::string requested;
+  bool finalized = false;
   // torchrun-style rank 0's rendezvous: kept while the process runs, since
   // ranks may still be registering after this one got its table.
   std::unique_ptr<rendezvous::Server> rendezvous;
@@ -128,6 +129,11 @@ World& world() {
 Group init(std::string_view backend, bool strict) {
   World& w = world();
   std::lock_guard lock(w.mutex);
+  if (w.finalized) {
+    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "init"},
+                          "rlx::finalize() was called already",
+                          "initialise once, and finalize at the end of the program");
+  }
   if (w.group) {
     if (backend != "any" && backend != w.requested && backend != w.group->backend()) {
       throw CollectiveError(ErrorKind::invalid_argument, w.group->site("init"),
@@ -160,6 +166,19 @@ Group init(std::string_view backend, bool strict) {
   distributed::register_collective_ops();
   distributed::set_default_group(w.group);
   return w.group;
+}
+
+void finalize() {
+  World& w = world();
+  std::shared_ptr<Transport> group;
+  {
+    std::lock_guard lock(w.mutex);
+    w.finalized = true;
+    group = std::move(w.group);
+  }
+  distributed::set_default_group(nullptr);
+  // Closes here, outside the lock, when this was the last handle.
+  group.reset();
 }
 
 bool is_mpi_built() { return mpi::is_built(); }

@@ -23,6 +23,12 @@ namespace rlx {
 // whatever the transport's connection phase reports).
 Group init(std::string_view backend = "any", bool strict = false);
 
+// Drops rlx's own hold on the process group (init's and the array ops'
+// default group): the group closes, its peers told, when the program's last
+// Group handle on it goes (at once when it holds none). Idempotent; init
+// fails with invalid_argument after it, as MPI_Init after MPI_Finalize.
+void finalize();
+
 // True when rlx was built with the Open MPI (resp. verbs) transport.
 bool is_mpi_built();
 bool is_verbs_built();

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Every C++ block of README.md is an example that is built and run: block 1 is
-# examples/readme_example.cc and block 2 examples/lazy_arrays.cc, verbatim
-# (after each file's first comment line).
+# Every C++ and C block of README.md is an example that is built and run,
+# verbatim (after each file's first comment line): C++ block 1 is
+# examples/readme_example.cc and block 2 examples/lazy_arrays.cc; C block 1
+# is examples/c_allreduce.c.
 set -euo pipefail
 root=$1
-files=(examples/readme_example.cc examples/lazy_arrays.cc)
-for i in "${!files[@]}"; do
-  diff <(awk -v want=$((i + 1)) '/^```cpp$/{n++; on=(n==want); next} /^```$/{on=0} on' "$root/README.md") \
-       <(tail -n +2 "$root/${files[$i]}") || { echo "README block $((i + 1)) differs from ${files[$i]}"; exit 1; }
-done
+check() {  # LANGUAGE BLOCK FILE
+  diff <(awk -v lang="$1" -v want="$2" '$0 == "```" lang {n++; on=(n==want); next} /^```$/{on=0} on' \
+           "$root/README.md") \
+       <(tail -n +2 "$root/$3") || { echo "README $1 block $2 differs from $3"; exit 1; }
+}
+check cpp 1 examples/readme_example.cc
+check cpp 2 examples/lazy_arrays.cc
+check c 1 examples/c_allreduce.c

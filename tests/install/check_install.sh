@@ -13,3 +13,4 @@ run cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$wor
 run cmake --build "$work/build"
 test -x "$work/prefix/bin/rlxrun" || { echo "rlxrun was not installed"; exit 1; }
 "$work/build/consumer"
+"$work/build/consumer_c"
