@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Every C++ and C block of README.md is an example that is built and run,
-# verbatim (after each file's first comment line): C++ block 1 is
+# Every C++, C and Rust block of README.md is an example that is built and
+# run, verbatim (after each file's first comment line): C++ block 1 is
 # examples/readme_example.cc and block 2 examples/lazy_arrays.cc; C block 1
-# is examples/c_allreduce.c.
+# is examples/c_allreduce.c; Rust block 1 bindings/rust/examples/all_sum.rs.
 set -euo pipefail
 root=$1
 check() {  # LANGUAGE BLOCK FILE
@@ -13,3 +13,4 @@ check() {  # LANGUAGE BLOCK FILE
 check cpp 1 examples/readme_example.cc
 check cpp 2 examples/lazy_arrays.cc
 check c 1 examples/c_allreduce.c
+check rust 1 bindings/rust/examples/all_sum.rs
