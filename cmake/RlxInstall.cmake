@@ -5,6 +5,7 @@ include(CMakePackageConfigHelpers)
 foreach(dir core transport transport/rendezvous collectives backends/singleton backends/tcp
             backends/mpi backends/verbs rlx)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
+  list(FILTER headers EXCLUDE REGEX "_test\\.h$")  # test helpers, which need gtest
   install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/${dir})
 endforeach()
 install(FILES ${PROJECT_BINARY_DIR}/generated/rlx/version.h

@@ -33,6 +33,8 @@ function(rlx_add_library name)
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/rlx>)
   target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_LIBS} PRIVATE ${ARG_PRIVATE_LIBS})
+  # Users' programs get C++20 from the target: rlx's headers need it.
+  target_compile_features(${name} PUBLIC cxx_std_20)
   rlx_apply_warnings(${name})
   install(TARGETS ${name} EXPORT rlxTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()

@@ -12,5 +12,7 @@ run cmake --install "$build_dir" --prefix "$work/prefix"
 run cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix"
 run cmake --build "$work/build"
 test -x "$work/prefix/bin/rlxrun" || { echo "rlxrun was not installed"; exit 1; }
+test_headers=$(find "$work/prefix/include" -name '*_test.h')
+[[ -z $test_headers ]] || { echo "test headers were installed: $test_headers"; exit 1; }
 "$work/build/consumer"
 "$work/build/consumer_c"
