@@ -19,3 +19,8 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/rlxConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/rlxConfig.cmake ${PROJECT_BINARY_DIR}/rlxConfigVersion.cmake
         DESTINATION ${RLX_CMAKE_DIR})
+
+# pkg-config for C programs (and other languages) on librlx_c.so.
+file(RELATIVE_PATH RLX_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+configure_file(${PROJECT_SOURCE_DIR}/cmake/rlx.pc.in ${PROJECT_BINARY_DIR}/rlx.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/rlx.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build tree to a scratch prefix, then configures, builds and runs
-# a small outside project that finds rlx with find_package(rlx).
+# a small outside project that finds rlx with find_package(rlx), and builds
+# its C program again with pkg-config alone.
 set -euo pipefail
 build_dir=$1 consumer_src=$2 work=$3
 rm -rf "$work"
@@ -16,3 +17,10 @@ test_headers=$(find "$work/prefix/include" -name '*_test.h')
 [[ -z $test_headers ]] || { echo "test headers were installed: $test_headers"; exit 1; }
 "$work/build/consumer"
 "$work/build/consumer_c"
+# A C program built with pkg-config alone, on librlx_c.so.
+PKG_CONFIG_PATH=$(dirname "$(find "$work/prefix" -name rlx.pc)")
+export PKG_CONFIG_PATH
+# shellcheck disable=SC2046  # the flags are words
+run cc -std=c11 -Wall -Werror "$consumer_src/consumer_c.c" -o "$work/consumer_c_pkg" \
+  $(pkg-config --cflags --libs rlx)
+"$work/consumer_c_pkg"
