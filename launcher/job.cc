@@ -208,13 +208,22 @@ std::vector<std::string> agent_argv(const Options& options, const std::string& h
 
 }  // namespace
 
-std::vector<Placement> plan_placement(const Options& options) {
+std::vector<Placement> plan_placement(Options& options) {
   HostList list{{{"localhost", options.num_ranks, std::nullopt, {}}}, {}};
   if (uses_slurm_allocation(options)) list.hosts = *slurm_allocation(from_environment);
   if (!options.hostfile.empty()) {
     list = read_hostfile(options.hostfile, rank_settings(options).connect_timeout);
   }
   if (!options.host_list.empty()) list = {parse_host_list(options.host_list), {}};
+  if (options.num_ranks == 0) {  // no -n: a rank per slot, as mpirun
+    long long slots = 0;
+    for (const HostSlots& host : list.hosts) slots += host.slots;
+    if (slots < 1 || slots > kMaxRanks) {
+      throw HostfileError("the host list has " + std::to_string(slots) +
+                          " slots: give -n N (1 to " + std::to_string(kMaxRanks) + ")");
+    }
+    options.num_ranks = static_cast<int>(slots);
+  }
   auto placements = place_ranks(list.hosts, options.num_ranks, options.oversubscribe);
   for (Placement& placement : placements) placement.envs = list.envs;
   return placements;

@@ -1,7 +1,9 @@
 #include "launcher/options.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <string_view>
 
 #include "launcher/remote_launch.h"
@@ -13,8 +15,9 @@ namespace {
 int parse_rank_count(std::string_view text) {
   int value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > 4096) {
-    throw UsageError("-n '" + std::string(text) + "': expected a whole number of ranks, 1 to 4096");
+  if (ec != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxRanks) {
+    throw UsageError("-n '" + std::string(text) + "': expected a whole number of ranks, 1 to " +
+                     std::to_string(kMaxRanks));
   }
   return value;
 }
@@ -30,15 +33,32 @@ std::chrono::milliseconds parse_seconds(std::string_view flag, std::string_view 
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
 }
 
-std::pair<std::string, std::string> parse_env_assignment(std::string_view text) {
-  const auto eq = text.find('=');
+// NAME=VALUE; with `pass_on` (mpirun's -x) also a bare NAME, whose value is
+// rlxrun's own.
+std::pair<std::string, std::string> parse_env_assignment(std::string_view flag,
+                                                         std::string_view text, bool pass_on) {
+  auto eq = text.find('=');
+  std::string own;
+  if (eq == std::string_view::npos && pass_on && !text.empty()) {
+    const char* value = std::getenv(std::string(text).c_str());
+    if (value == nullptr) {
+      throw UsageError(std::string(flag) + " " + std::string(text) + ": " + std::string(text) +
+                       " is not set in rlxrun's environment (give " + std::string(text) +
+                       "=VALUE)");
+    }
+    own = std::string(text) + "=" + value;
+    text = own;
+    eq = text.find('=');
+  }
   if (eq == 0 || eq == std::string_view::npos) {
-    throw UsageError("--env '" + std::string(text) + "': expected NAME=VALUE");
+    throw UsageError(std::string(flag) + " '" + std::string(text) + "': expected NAME=VALUE" +
+                     (pass_on ? " or the NAME of a variable of rlxrun's environment" : ""));
   }
   const std::string name(text.substr(0, eq));
   if (launch_env::is_per_rank_variable(name)) {
-    throw UsageError("--env '" + std::string(text) + "': " + name +
-                     " is set by rlxrun for each rank; --env sets every rank alike");
+    throw UsageError(std::string(flag) + " '" + std::string(text) + "': " + name +
+                     " is set by rlxrun for each rank; " + std::string(flag) +
+                     " sets every rank alike");
   }
   return {name, std::string(text.substr(eq + 1))};
 }
@@ -52,7 +72,20 @@ class ArgReader {
   std::string_view peek() const { return args_[index_]; }
   std::vector<std::string> rest() { return {args_.begin() + index_, args_.end()}; }
 
-  // Consumes `flag` (as "flag" or "flag=value"); returns false when the next argument is another.
+  // Consumes the switch `flag`, which takes no value ("--tag-output=no" is an
+  // error, not a switch turned on); false when the next argument is another.
+  bool take_switch(std::string_view flag) {
+    const std::string_view arg = peek();
+    if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
+      throw UsageError(std::string(flag) + " takes no value: '" + std::string(arg) + "'");
+    }
+    if (arg != flag) return false;
+    ++index_;
+    return true;
+  }
+
+  // Consumes `flag` (as "flag" or "flag=value", and a one-letter "-n" also as
+  // "-n4"); returns false when the next argument is another.
   bool take_flag(std::string_view flag) {
     const std::string_view arg = peek();
     if (arg == flag) {
@@ -62,6 +95,12 @@ class ArgReader {
     }
     if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
       inline_value_ = std::string(arg.substr(flag.size() + 1));
+      ++index_;
+      return true;
+    }
+    if (flag.size() == 2 && arg.size() > 2 && arg.starts_with(flag) &&
+        std::isdigit(static_cast<unsigned char>(arg[2]))) {
+      inline_value_ = std::string(arg.substr(2));
       ++index_;
       return true;
     }
@@ -81,17 +120,17 @@ class ArgReader {
 };
 
 bool take_switch(ArgReader& reader, Options& options) {
-  if (reader.take_flag("--help") || reader.take_flag("-h")) {
+  if (reader.take_switch("--help") || reader.take_switch("-h")) {
     options.show_help = true;
-  } else if (reader.take_flag("--version")) {
+  } else if (reader.take_switch("--version")) {
     options.show_version = true;
-  } else if (reader.take_flag("--dry-run")) {
+  } else if (reader.take_switch("--dry-run")) {
     options.dry_run = true;
-  } else if (reader.take_flag("--tag-output")) {
+  } else if (reader.take_switch("--tag-output")) {
     options.tag_output = true;
-  } else if (reader.take_flag("--no-tag-output")) {
+  } else if (reader.take_switch("--no-tag-output")) {
     options.tag_output = false;
-  } else if (reader.take_flag("--oversubscribe")) {
+  } else if (reader.take_switch("--oversubscribe")) {
     options.oversubscribe = true;
   } else {
     return false;
@@ -100,7 +139,7 @@ bool take_switch(ArgReader& reader, Options& options) {
 }
 
 bool take_valued(ArgReader& reader, Options& options) {
-  if (reader.take_flag("-n") || reader.take_flag("-np")) {
+  if (reader.take_flag("-np") || reader.take_flag("--np") || reader.take_flag("-n")) {
     options.num_ranks = parse_rank_count(reader.value_of("-n"));
   } else if (reader.take_flag("--backend")) {
     options.backend = reader.value_of("--backend");
@@ -111,8 +150,10 @@ bool take_valued(ArgReader& reader, Options& options) {
     options.ifname = reader.value_of("--ifname");
   } else if (reader.take_flag("--timeout")) {
     options.job_timeout = parse_seconds("--timeout", reader.value_of("--timeout"));
-  } else if (reader.take_flag("--env") || reader.take_flag("-x")) {
-    options.env.push_back(parse_env_assignment(reader.value_of("--env")));
+  } else if (reader.take_flag("--env")) {
+    options.env.push_back(parse_env_assignment("--env", reader.value_of("--env"), false));
+  } else if (reader.take_flag("-x")) {
+    options.env.push_back(parse_env_assignment("-x", reader.value_of("-x"), true));
   } else if (reader.take_flag("--cwd")) {
     options.cwd = reader.value_of("--cwd");
   } else if (reader.take_flag("--output-dir")) {
@@ -146,7 +187,12 @@ Options parse_options(const std::vector<std::string>& args) {
   }
   options.program = reader.rest();
   if (options.show_help || options.show_version) return options;
-  if (options.num_ranks == 0) throw UsageError("-n N is required: how many ranks to start");
+  if (options.num_ranks == 0 && options.hostfile.empty() && options.host_list.empty() &&
+      std::getenv("SLURM_JOB_NODELIST") == nullptr) {
+    throw UsageError(
+        "-n N is required: how many ranks to start (with --hostfile, -H or in a "
+        "Slurm allocation, the slots are the default)");
+  }
   if (options.program.empty()) throw UsageError("no program given: rlxrun -n N PROGRAM [ARGS...]");
   if (!options.hostfile.empty() && !options.host_list.empty()) {
     throw UsageError("give either --hostfile or -H, not both");
@@ -159,7 +205,7 @@ const char* usage_text() {
     rlxrun - start an rlx job of N ranks
 
 SYNOPSIS
-    rlxrun -n N [--hostfile FILE | -H host[:slots],...] [OPTIONS] [--] PROGRAM [ARGS...]
+    rlxrun [-n N] [--hostfile FILE | -H host[:slots],...] [OPTIONS] [--] PROGRAM [ARGS...]
 
 DESCRIPTION
     Starts N copies of PROGRAM, on this machine or on the hosts of a hostfile
@@ -180,7 +226,8 @@ DESCRIPTION
     missing when RLX_CONNECT_TIMEOUT_S (default 60) has passed.
 
 OPTIONS
-    -n, -np N            number of ranks (required)
+    -n, -np, --np N      number of ranks (also -n4); required unless --hostfile, -H
+                         or a Slurm allocation gives slots: then all of them
     --backend B          tcp (default), verbs or any: sets RLX_BACKEND
     --hostfile FILE      hosts and slots: Open MPI's format (host slots=N max_slots=M)
                          or MLX's JSON host list (mlx.launch's object form too: its
@@ -192,7 +239,8 @@ OPTIONS
                          --rsh 'ssh -p 2222 -i ~/.ssh/cluster'
     --ifname IF          network interface the ranks listen on: sets RLX_IFNAME
     --timeout S          end the job after S seconds, naming the ranks still running
-    --env, -x K=V        set K=V in every rank's environment (repeatable)
+    --env K=V            set K=V in every rank's environment (repeatable)
+    -x K=V, -x K         the same; -x K passes rlxrun's own K on (as mpirun's -x)
     --cwd DIR            working directory of the ranks
     --tag-output         prefix each output line with [rank] (default)
     --no-tag-output      pass output through untouched

@@ -16,8 +16,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The most ranks one job may have.
+inline constexpr int kMaxRanks = 4096;
+
 struct Options {
-  int num_ranks = 0;
+  int num_ranks = 0;    // 0: every slot of the host list (plan_placement fills it in)
   std::string backend;  // --backend; empty: RLX_BACKEND from rlxrun's environment, else tcp
   std::string ifname;
   std::optional<std::chrono::milliseconds> job_timeout;  // --timeout: the whole job

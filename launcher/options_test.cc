@@ -1,5 +1,7 @@
 #include "launcher/options.h"
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 namespace rlx::launcher {
@@ -36,6 +38,41 @@ TEST(RlxrunOptions, DoubleDashEndsOptions) {
   EXPECT_EQ(o.program, (std::vector<std::string>{"--weird-program"}));
 }
 
+TEST(RlxrunOptions, RankCountsAsMpirunUsersWriteThem) {
+  EXPECT_EQ(parse_options({"-n4", "p"}).num_ranks, 4);
+  EXPECT_EQ(parse_options({"-np", "3", "p"}).num_ranks, 3);
+  EXPECT_EQ(parse_options({"--np", "2", "p"}).num_ranks, 2);
+  EXPECT_EQ(parse_options({"--np=5", "p"}).num_ranks, 5);
+  // A host list without -n: every slot (plan_placement counts them).
+  EXPECT_EQ(parse_options({"-H", "a:2,b", "p"}).num_ranks, 0);
+  EXPECT_EQ(parse_options({"--hostfile", "hosts", "p"}).num_ranks, 0);
+  expect_usage_error({"-nfour", "p"}, "unknown option '-nfour'");
+}
+
+TEST(RlxrunOptions, SwitchesTakeNoValue) {
+  expect_usage_error({"-n", "2", "--tag-output=no", "p"}, "--tag-output takes no value");
+  expect_usage_error({"-n", "2", "--oversubscribe=1", "p"}, "--oversubscribe takes no value");
+  expect_usage_error({"--help=me"}, "--help takes no value");
+}
+
+TEST(RlxrunOptions, DashXPassesRlxrunsOwnVariableOn) {
+  ::setenv("RLX_OPTIONS_TEST_VAR", "a b=c", 1);
+  const Options o = parse_options({"-n", "2", "-x", "RLX_OPTIONS_TEST_VAR", "-x", "K=V", "p"});
+  ASSERT_EQ(o.env.size(), 2u);
+  EXPECT_EQ(o.env[0], std::make_pair(std::string("RLX_OPTIONS_TEST_VAR"), std::string("a b=c")));
+  EXPECT_EQ(o.env[1], std::make_pair(std::string("K"), std::string("V")));
+  ::unsetenv("RLX_OPTIONS_TEST_VAR");
+  expect_usage_error({"-n", "2", "-x", "RLX_OPTIONS_TEST_VAR", "p"},
+                     "RLX_OPTIONS_TEST_VAR is not set in rlxrun's environment");
+  // --env is the explicit form: a bare name is an error there.
+  ::setenv("RLX_OPTIONS_TEST_VAR", "1", 1);
+  expect_usage_error({"-n", "2", "--env", "RLX_OPTIONS_TEST_VAR", "p"}, "expected NAME=VALUE");
+  ::unsetenv("RLX_OPTIONS_TEST_VAR");
+  ::setenv("RLX_RANK", "5", 1);
+  expect_usage_error({"-n", "2", "-x", "RLX_RANK", "p"}, "set by rlxrun for each rank");
+  ::unsetenv("RLX_RANK");
+}
+
 TEST(RlxrunOptions, HelpAndVersionNeedNothingElse) {
   EXPECT_TRUE(parse_options({"--help"}).show_help);
   EXPECT_TRUE(parse_options({"--version"}).show_version);
@@ -43,6 +80,7 @@ TEST(RlxrunOptions, HelpAndVersionNeedNothingElse) {
 }
 
 TEST(RlxrunOptions, BadCommandLinesSayWhatIsWrong) {
+  ::unsetenv("SLURM_JOB_NODELIST");
   expect_usage_error({"./prog"}, "-n N is required");
   expect_usage_error({"-n", "2"}, "no program given");
   expect_usage_error({"-n", "zero", "p"}, "-n 'zero'");

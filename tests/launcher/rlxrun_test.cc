@@ -276,6 +276,27 @@ TEST_F(Rlxrun, AnOutputDirThatCannotBeWrittenExitsTwoBeforeAnyRankStarts) {
   EXPECT_FALSE(fs::exists(marker));
 }
 
+// No -n with a host list: a rank per slot, as mpirun.
+TEST_F(Rlxrun, AHostListWithoutDashNStartsARankPerSlot) {
+  Subprocess job(
+      {RLXRUN, "-H", "localhost:2,127.0.0.1", "sh", "-c", "echo at $RLX_RANK of $RLX_WORLD_SIZE"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  for (const char* line : {"[0] at 0 of 3", "[1] at 1 of 3", "[2] at 2 of 3"}) {
+    EXPECT_NE(f.out.find(line), std::string::npos) << f.out;
+  }
+}
+
+// mpirun's -x NAME: rlxrun's own value reaches every rank.
+TEST_F(Rlxrun, DashXPassesItsOwnVariableToEveryRank) {
+  Subprocess job({RLXRUN, "-np", "2", "-x", "MY_SETTING", "sh", "-c", "echo got $MY_SETTING"},
+                 {"MY_SETTING=forty two"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  EXPECT_NE(f.out.find("[0] got forty two"), std::string::npos) << f.out;
+  EXPECT_NE(f.out.find("[1] got forty two"), std::string::npos) << f.out;
+}
+
 TEST_F(Rlxrun, ItsOwnRlxSettingsReachEveryRankAndEnvFlagsWin) {
   Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_TCP_LANES=3", "sh", "-c",
                   "echo settings $RLX_TIMEOUT_S $RLX_TCP_LANES $RLX_RANK"},
