@@ -28,6 +28,7 @@
 #include "launcher/agent_request.h"
 #include "launcher/hostfile.h"
 #include "launcher/local_process.h"
+#include "launcher/master_endpoint.h"
 #include "launcher/output.h"
 #include "launcher/remote_launch.h"
 #include "launcher/slurm_allocation.h"
@@ -71,11 +72,13 @@ std::vector<std::string> inherited_settings() {
   return settings;
 }
 
-// rlxrun's RLX_ settings, then this rank's, then the hostfile's "envs", then
-// the user's --env (later wins).
+// rlxrun's RLX_ settings, then this rank's (rlx's, and torchrun's names for
+// frameworks that read those), then the hostfile's "envs", then the user's
+// --env (later wins).
 std::vector<std::string> rank_variables(const Options& options, int rank,
                                         const Placement& placement, const std::string& token,
-                                        const std::string& coordinator) {
+                                        const std::string& coordinator,
+                                        const MasterEndpoint& master) {
   std::vector<std::string> env = inherited_settings();
   auto set = [&env](const char* name, const std::string& value) {
     const std::string prefix = std::string(name) + "=";
@@ -86,6 +89,12 @@ std::vector<std::string> rank_variables(const Options& options, int rank,
   set(launch_env::kWorldSize, std::to_string(options.num_ranks));
   set(launch_env::kLocalRank, std::to_string(placement.local_rank));
   set(launch_env::kLocalSize, std::to_string(placement.local_size));
+  set(launch_env::kTorchRank, std::to_string(rank));
+  set(launch_env::kTorchWorldSize, std::to_string(options.num_ranks));
+  set(launch_env::kTorchLocalRank, std::to_string(placement.local_rank));
+  set(launch_env::kTorchLocalSize, std::to_string(placement.local_size));
+  set(launch_env::kMasterAddr, master.address);
+  set(launch_env::kMasterPort, master.port);
   if (!options.backend.empty()) {
     set(launch_env::kBackend, options.backend);
   } else if (std::getenv(launch_env::kBackend) == nullptr) {
@@ -130,7 +139,7 @@ std::string rendezvous_host(const Options& options, const std::vector<Placement>
 // value is an error before any rank starts.
 launch_env::LaunchEnv rank_settings(const Options& options,
                                     const Placement& first = {.local_size = 1}) {
-  const auto variables = rank_variables(options, 0, first, "", "");
+  const auto variables = rank_variables(options, 0, first, "", "", {});
   return launch_env::parse([&](const char* name) -> const char* {
     const std::string prefix = std::string(name) + "=";
     for (const auto& entry : variables) {
@@ -330,7 +339,8 @@ class Job {
   std::vector<RankState> ranks_;
   int signal_fd_ = -1;
   int exit_code_ = 0;
-  std::string token_;  // the job's, once its ranks start
+  std::string token_;      // the job's, once its ranks start
+  MasterEndpoint master_;  // torchrun's MASTER_ADDR and MASTER_PORT
   bool stopping_ = false;
   std::optional<Clock::time_point> job_deadline_;
   std::optional<Clock::time_point> term_deadline_;
@@ -381,6 +391,7 @@ void Job::start_ranks(const std::string& rendezvous_address,
   // port to guess, and it can name ranks that never arrive.
   rendezvous_ = std::make_unique<rendezvous::Server>(options_.num_ranks, token, rendezvous_address);
   const std::string coordinator = rendezvous_->address().to_string();
+  master_ = master_endpoint(placements_.front(), rendezvous_address);
   ranks_.resize(static_cast<std::size_t>(options_.num_ranks));
   std::vector<std::string> hosts;
   for (int r = 0; r < options_.num_ranks; ++r) {
@@ -411,7 +422,7 @@ void Job::start_ranks(const std::string& rendezvous_address,
 ChildProcess Job::start_rank(int rank, const std::string& token, const std::string& coordinator) {
   const RankState& state = ranks_[static_cast<std::size_t>(rank)];
   const auto variables = rank_variables(options_, rank, placements_[static_cast<std::size_t>(rank)],
-                                        token, coordinator);
+                                        token, coordinator, master_);
   if (!state.remote) {
     return spawn_local({.argv = options_.program,
                         .environment = environment_with(variables, is_rlx_variable),
@@ -637,7 +648,8 @@ void print_dry_run(const Options& options, const std::vector<Placement>& placed)
       line += " <<< (over stdin)";
     }
     if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
-    for (const auto& entry : rank_variables(options, r, where, "<secret>", "<rlxrun's address>")) {
+    for (const auto& entry : rank_variables(options, r, where, "<secret>", "<rlxrun's address>",
+                                            {"<rank 0's address>", "<a free port there>"})) {
       line += " " + entry;
     }
     for (const auto& arg : options.program) line += " " + arg;

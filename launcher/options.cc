@@ -211,7 +211,9 @@ DESCRIPTION
     Starts N copies of PROGRAM, on this machine or on the hosts of a hostfile
     (over ssh), each with the environment that
     rlx::init reads to join the group (RLX_RANK, RLX_WORLD_SIZE, RLX_LOCAL_RANK,
-    RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR), plus the
+    RLX_LOCAL_SIZE, RLX_BACKEND, RLX_JOB_TOKEN, RLX_COORDINATOR), torchrun's
+    (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT:
+    rank 0's address and a free port there) for other frameworks, plus the
     RLX_* settings of rlxrun's own environment (RLX_TIMEOUT_S, ...; --env
     wins). Each rank's output is prefixed with its rank. If any rank exits
     with a non-zero status or dies by a signal, rlxrun names it (and any rank

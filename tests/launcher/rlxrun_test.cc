@@ -297,6 +297,27 @@ TEST_F(Rlxrun, DashXPassesItsOwnVariableToEveryRank) {
   EXPECT_NE(f.out.find("[1] got forty two"), std::string::npos) << f.out;
 }
 
+// torchrun's names, so torch.distributed's env:// and other frameworks start
+// under rlxrun: the same rank numbers, and rank 0's address and a free port.
+TEST_F(Rlxrun, RanksGetTorchrunsVariablesToo) {
+  Subprocess job({RLXRUN, "-H", "localhost:2,127.0.0.1", "sh", "-c",
+                  "echo torch $RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE at "
+                  "$MASTER_ADDR:$MASTER_PORT"},
+                 {"RANK=9", "MASTER_PORT=1"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  const auto at = f.out.find("[0] torch 0 3 0 2 at 127.0.0.1:");
+  ASSERT_NE(at, std::string::npos) << f.out;
+  const std::string port = f.out.substr(f.out.find(':', at) + 1, 5);
+  EXPECT_GT(std::stoi(port), 1) << f.out;
+  EXPECT_NE(f.out.find("[1] torch 1 3 1 2 at 127.0.0.1:" + std::to_string(std::stoi(port))),
+            std::string::npos)
+      << f.out;
+  EXPECT_NE(f.out.find("[2] torch 2 3 0 1 at 127.0.0.1:" + std::to_string(std::stoi(port))),
+            std::string::npos)
+      << f.out;
+}
+
 TEST_F(Rlxrun, ItsOwnRlxSettingsReachEveryRankAndEnvFlagsWin) {
   Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_TCP_LANES=3", "sh", "-c",
                   "echo settings $RLX_TIMEOUT_S $RLX_TCP_LANES $RLX_RANK"},
