@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <new>
 #include <numeric>
 #include <span>
@@ -151,15 +152,16 @@ ConstElementSpan const_root_blocks(const Transport& t, const void* data, std::si
   return const_span(data, data == nullptr ? 0 : blocks(t, count), dtype);
 }
 
-rlx_request* new_request(Request request) { return new rlx_request{std::move(request)}; }
-
 // Runs a non-blocking call and hands its request to the caller.
 template <class Start>
 rlx_status started(const char* function, rlx_request** request, Start&& start) {
   return guarded(function, [&] {
     rlx_request*& out = required(request, "the request pointer");
     out = nullptr;
-    out = new_request(start());
+    // The handle first: once started, the operation must have one.
+    auto handle = std::make_unique<rlx_request>();
+    handle->request = start();
+    out = handle.release();
   });
 }
 
@@ -185,6 +187,7 @@ rlx_status finish(rlx_request** request, std::size_t* bytes, bool block, int* do
         return;
       }
     } catch (...) {
+      if (done != nullptr) *done = 1;  // complete, as a failure (MPI_Test's rule)
       release();
       throw;
     }

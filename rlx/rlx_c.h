@@ -140,7 +140,8 @@ rlx_status rlx_recv(rlx_group* group, int from, uint32_t tag, void* buffer, size
 /* The same for a message of any length, in a buffer rlx allocates: *data
  * (release it with free(); NULL for an empty message) and *bytes. For
  * bindings whose receive returns the message; rlx_recv into a buffer of
- * your own saves the copy. */
+ * your own saves the copy. The one case that loses the message: no memory
+ * left for that copy (RLX_ERR_RESOURCE_EXHAUSTED, "out of memory"). */
 rlx_status rlx_recv_message(rlx_group* group, int from, uint32_t tag, void** data, size_t* bytes);
 
 /* Collectives: every rank calls them in the same order with the same
@@ -215,8 +216,8 @@ rlx_status rlx_ibarrier(rlx_group* group, rlx_request** request);
  * *bytes (if not NULL): an irecv's message length, else 0. A NULL *request
  * is a completed one. */
 rlx_status rlx_wait(rlx_request** request, size_t* bytes);
-/* *done = 1 and as rlx_wait when *request completed; else *done = 0 and it
- * stays. */
+/* *done = 1 and as rlx_wait when *request completed, failed or not (its
+ * status is the result); else *done = 0, RLX_OK, and it stays. */
 rlx_status rlx_test(rlx_request** request, int* done, size_t* bytes);
 
 #if defined(__GNUC__)

@@ -146,6 +146,21 @@ static void check_point_to_point(rlx_group* world, int rank, int size) {
   OK(rlx_recv_message(world, left, 8, &whole, &length));
   CHECK(whole == NULL && length == 0);
 
+  /* A request that fails is complete: rlx_test says done and releases it;
+   * the message that did not fit stays queued. */
+  {
+    int32_t pair[2] = {0, 0};
+    rlx_request* narrow = NULL;
+    int done = 0;
+    rlx_status status = RLX_OK;
+    OK(rlx_send(world, right, 12, message, sizeof message));
+    OK(rlx_irecv(world, left, 12, pair, sizeof pair, &narrow));
+    while (status == RLX_OK && !done) status = rlx_test(&narrow, &done, NULL);
+    CHECK(status == RLX_ERR_INVALID_ARGUMENT && done == 1 && narrow == NULL);
+    OK(rlx_recv(world, left, 12, got, sizeof got, &received));
+    CHECK(received == sizeof got && got[1] == 2 * left);
+  }
+
   /* Receives posted before their sends; a large send runs in the background. */
   enum { kLarge = 100 * 1024 };
   unsigned char* outbound = malloc(kLarge);

@@ -111,12 +111,12 @@ pub enum Op {
 }
 
 /// The element types rlx reduces and moves, with their `rlx_dtype`. rlx's
-/// 16-bit floats have no stable Rust type; move them as `u16` bytes with the
-/// byte calls.
+/// 16-bit floats have no stable Rust type (move them with the byte calls),
+/// and its bool is `u8` here (see below).
 ///
 /// # Safety
-/// `DTYPE` must describe `Self`'s size and every bit pattern rlx may write
-/// into it must be a valid `Self` (bool: rlx writes 0 or 1).
+/// `DTYPE` must describe `Self`'s size, and every bit pattern must be a
+/// valid `Self`: rlx writes what other ranks (perhaps not in Rust) sent.
 pub unsafe trait Element: Copy + 'static {
     const DTYPE: c_int;
 }
@@ -135,9 +135,8 @@ unsafe impl Element for i64 {
 unsafe impl Element for u8 {
     const DTYPE: c_int = 6;
 }
-unsafe impl Element for bool {
-    const DTYPE: c_int = 7;
-}
+// No bool: rlx moves bytes as they are, so a peer's byte 2 would arrive in
+// a Rust bool, which may only hold 0 or 1. Use u8.
 
 /// A group of ranks: what [`Group::init`] and [`Group::split`] give. Dropping
 /// it releases this handle; the group closes when its last handle goes.
@@ -509,7 +508,8 @@ extern "C" {
 pub struct Request<B> {
     raw: *mut sys::rlx_request,
     buffer: Option<B>,
-    completed_bytes: usize, // what a test() that saw it complete was told
+    // What a test() that saw it complete was told, for wait().
+    completed: Option<Result<usize>>,
     _not_sync: PhantomData<*mut ()>,
 }
 
@@ -520,19 +520,25 @@ impl<B> Request<B> {
         Request {
             raw,
             buffer: Some(buffer),
-            completed_bytes: 0,
+            completed: None,
             _not_sync: PhantomData,
         }
     }
 
     /// Waits for the operation (it has the group's deadline) and gives back
-    /// the buffer and, for an irecv, the message's length in bytes.
+    /// the buffer and, for an irecv, the message's length in bytes. A failed
+    /// operation is its error; the buffer is dropped then.
     pub fn wait(mut self) -> Result<(B, usize)> {
-        let mut bytes = self.completed_bytes;
-        // SAFETY: raw is this request's handle; rlx_wait releases it and sets it NULL.
-        if !self.raw.is_null() {
-            check(unsafe { sys::rlx_wait(&mut self.raw, &mut bytes) })?;
-        }
+        let bytes = match self.completed.take() {
+            Some(result) => result?,
+            None => {
+                let mut bytes = 0usize;
+                // SAFETY: raw is this request's handle; rlx_wait releases it
+                // and sets it NULL, failed or not.
+                check(unsafe { sys::rlx_wait(&mut self.raw, &mut bytes) })?;
+                bytes
+            }
+        };
         Ok((
             self.buffer
                 .take()
@@ -541,22 +547,22 @@ impl<B> Request<B> {
         ))
     }
 
-    /// True once the operation completed (then call [`Request::wait`], which
-    /// returns at once); an error if it failed.
+    /// True once the operation completed, then [`Request::wait`] returns its
+    /// result at once; an error when it failed (wait() gives it again).
     pub fn test(&mut self) -> Result<bool> {
-        if self.raw.is_null() {
-            return Ok(true);
+        if let Some(result) = &self.completed {
+            return result.as_ref().map(|_| true).map_err(Clone::clone);
         }
         let mut done: c_int = 0;
         let mut bytes = 0usize;
-        // SAFETY: raw is live; a completed one is released and set NULL, its
-        // length kept for wait().
-        let status = unsafe { sys::rlx_test(&mut self.raw, &mut done, &mut bytes) };
-        check(status)?;
-        if done != 0 {
-            self.completed_bytes = bytes;
+        // SAFETY: raw is live; once complete (failed or not) rlx releases it
+        // and sets it NULL, so the outcome is kept for wait().
+        let status = check(unsafe { sys::rlx_test(&mut self.raw, &mut done, &mut bytes) });
+        if done == 0 {
+            return status.map(|()| false);
         }
-        Ok(done != 0)
+        self.completed = Some(status.map(|()| bytes));
+        self.test()
     }
 }
 

@@ -86,6 +86,20 @@ fn point_to_point(world: &Group) -> rlx::Result<()> {
         .enumerate()
         .all(|(i, &b)| b == (i * 7 + left as usize) as u8));
 
+    // A request that fails in test() fails in wait() too; its message stays.
+    world.send_bytes(right, 11, &[1, 2, 3, 4])?;
+    let mut short = world.irecv(left, 11, vec![0u8; 2])?;
+    let failed = loop {
+        match short.test() {
+            Ok(false) => continue,
+            Ok(true) => panic!("a 4-byte message fit a 2-byte buffer"),
+            Err(error) => break error,
+        }
+    };
+    assert_eq!(failed.kind, ErrorKind::InvalidArgument, "{failed}");
+    assert_eq!(short.wait().unwrap_err(), failed);
+    assert_eq!(world.recv_bytes(left, 11)?, vec![1, 2, 3, 4]);
+
     let mut pending = world.iall_reduce(vec![1i64, rank as i64], Op::Sum)?;
     while !pending.test()? {}
     let (reduced, _) = pending.wait()?;
