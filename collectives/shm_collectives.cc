@@ -38,9 +38,10 @@ void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall
   const bool arrived = shm::wait_until(
       bell, [&] { return ready() || latch_.tripped() || node_.has_closed(peer); },
       Clock::now() + timeout_, policy_);
-  if (latch_.tripped()) latch_.rethrow_if_tripped(hooks_.site(call.describe(), -1, {}));
-  // A peer that closed after its part of this call is no loss: ready() wins.
+  // What arrived wins over a failure found meanwhile: a peer that did its
+  // part of this call and then exited or closed cost this call nothing.
   if (arrived && ready()) return;
+  if (latch_.tripped()) latch_.rethrow_if_tripped(hooks_.site(call.describe(), -1, {}));
   const int rank = node_.world_rank(peer);
   if (node_.has_closed(peer)) {
     fail_with(CollectiveError(

@@ -86,7 +86,10 @@ std::span<std::byte> LaneLinks::staging_for(int peer, int lane) {
 
 void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
                          std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
-  latch_.rethrow_if_tripped(site_of(call));
+  // No latch check here: a step whose data is on its sockets completes even
+  // after a failure elsewhere (wait_for_sockets), so a peer that sent its
+  // part and exited at once costs this call nothing. The collective's start
+  // checked it (LinksTransport::check_not_failed).
   sends_.clear();
   recvs_.clear();
   for (const auto& s : sends) {
@@ -265,7 +268,14 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
   }
   pollfds_.push_back({latch_.wake_fd(), POLLIN, 0});
   const int n = ::poll(pollfds_.data(), pollfds_.size(), ms_until(deadline));
-  latch_.rethrow_if_tripped(site_of(call));
+  if (latch_.tripped()) {
+    // Bytes already on a socket of this step go first: run() takes them
+    // and comes back here, and the failure is thrown once nothing is ready.
+    const bool ready = std::any_of(pollfds_.begin(), pollfds_.end() - 1,
+                                   [](const pollfd& p) { return p.revents != 0; });
+    if (!ready) latch_.rethrow_if_tripped(site_of(call));
+    return;
+  }
   if (n > 0 || (n < 0 && errno == EINTR)) {
     for (const auto& p : pollfds_) {
       if ((p.revents & (POLLERR | POLLHUP)) != 0 && (p.events & POLLIN) == 0) {

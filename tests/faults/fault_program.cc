@@ -39,6 +39,10 @@
 //                                 arrived and kills itself: the 4th fails naming it
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
+//   fault_program exit_after_collective  the last rank makes its part of an all_sum
+//                                 of 4 MiB and exits at once (_Exit, no close): the
+//                                 others' all_sum completes whole, and only their
+//                                 next call fails, naming it
 //   fault_program corrupt_ring_read     (2 ranks, one host) another hand moves the
 //                                 consumer counter of rank 1's ring to rank 0 far ahead;
 //                                 rank 1 then sends: both ranks fail with protocol_violation
@@ -53,6 +57,7 @@
 // error blames>" and exits 0 when
 // the expected error (or, for steady, every result) was seen; a mismatch must
 // also name both calls, and leave the caller's buffer as it was.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -350,6 +355,29 @@ bool clean_exit(rlx::Transport& group) {
                       {"rank " + std::to_string(last)});
 }
 
+// A call that returned has done its work: the last rank's all_sum returned,
+// so its part reached the others, whose all_sum must complete even though it
+// exits at once after (its sockets close, its progress thread ends).
+bool exit_after_collective(rlx::Transport& group) {
+  const int last = group.world_size() - 1;
+  // 4 MiB: the survivors still read and reduce the last of it when the last
+  // rank exits, while their progress thread sees its connection end.
+  std::vector<float> data(1 << 20, 1.0f);
+  group.barrier();
+  group.all_sum(std::span(data));
+  if (group.rank() == last) std::_Exit(0);
+  const auto want = static_cast<float>(group.world_size());
+  if (!std::all_of(data.begin(), data.end(), [want](float v) { return v == want; })) {
+    std::printf("RESULT kind=wrong_sum ms=0\n");
+    return false;
+  }
+  return expect_error(rlx::ErrorKind::peer_lost,
+                      [&] {
+                        for (;;) group.all_sum(std::span(data));
+                      },
+                      {"rank " + std::to_string(last)});
+}
+
 // The counter at `offset` of the ring from rank 1 to rank 0, in rank 0's
 // segment as this rank (rank 0) maps it: found in /proc/self/maps by its name
 // "rlx-...-0-<pid namespace>-<pid>".
@@ -574,6 +602,8 @@ int main(int argc, char** argv) {
     ok = large_send_then_close(*group);
   } else if (mode == "irecv_peer_killed") {
     ok = irecv_peer_killed(*group);
+  } else if (mode == "exit_after_collective") {
+    ok = exit_after_collective(*group);
   } else if (mode == "clean_exit") {
     ok = clean_exit(*group);
   } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {
