@@ -19,13 +19,17 @@ cd "$crate"
 test_binary=$("$cargo" test --offline --quiet --no-run --message-format=json 2>/dev/null |
   grep -o '"executable":"[^"]*every_call[^"]*"' | cut -d'"' -f4)
 [[ -x $test_binary ]] || { echo "rust: no every_call test binary found"; exit 1; }
-output=$("$rlxrun" -n 3 --timeout 60 "$test_binary" --test-threads=1 --nocapture 2>&1)
+status=0
+output=$("$rlxrun" -n 3 --timeout 60 "$test_binary" --test-threads=1 --nocapture 2>&1) || status=$?
 printf '%s\n' "$output"
 ok=$(grep -cE '^\[[0-2]\] (test every_call_on_every_rank \.\.\. )?rank [0-2] of 3 \(tcp\) ok$' <<<"$output" || true)
 passed=$(grep -cE '^\[[0-2]\] test result: ok\. 1 passed; 0 failed' <<<"$output" || true)
-[[ $ok -eq 3 && $passed -eq 3 ]] || { echo "rust: $passed of 3 ranks passed under rlxrun"; exit 1; }
+[[ $status -eq 0 && $ok -eq 3 && $passed -eq 3 ]] ||
+  { echo "rust: $passed of 3 ranks passed under rlxrun (status $status)"; exit 1; }
 "$cargo" build --offline --quiet --examples
-output=$("$rlxrun" -n 3 --timeout 60 "$CARGO_TARGET_DIR/debug/examples/all_sum" 2>&1)
+status=0
+output=$("$rlxrun" -n 3 --timeout 60 "$CARGO_TARGET_DIR/debug/examples/all_sum" 2>&1) || status=$?
 printf '%s\n' "$output"
 ok=$(grep -cE '^\[[0-2]\] rank [0-2] of 3: grad = \[3\.0, 6\.0, 9\.0, 3\.0\], hello from rank [0-2]$' <<<"$output" || true)
-[[ $ok -eq 3 ]] || { echo "rust: the example printed the sum on $ok of 3 ranks"; exit 1; }
+[[ $status -eq 0 && $ok -eq 3 ]] ||
+  { echo "rust: the example printed the sum on $ok of 3 ranks (status $status)"; exit 1; }

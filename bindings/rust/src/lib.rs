@@ -397,6 +397,81 @@ impl Group {
         })
     }
 
+    // `counts` has a count per rank, and their sum (None when it overflows).
+    fn sum_of_counts(&self, call: &str, what: &str, counts: &[usize]) -> Result<Option<usize>> {
+        if counts.len() != self.size as usize {
+            return Err(invalid(format!(
+                "{call}: {what} has {} counts for {} ranks",
+                counts.len(),
+                self.size
+            )));
+        }
+        Ok(counts.iter().try_fold(0usize, |sum, &c| sum.checked_add(c)))
+    }
+
+    /// Uneven all_gather: rank r contributes counts[r] elements (this rank's
+    /// `input`); `output` gets them all in rank order (the sum of counts).
+    pub fn all_gather_v<T: Element>(
+        &self,
+        input: &[T],
+        output: &mut [T],
+        counts: &[usize],
+    ) -> Result<()> {
+        let total = self.sum_of_counts("all_gather_v", "counts", counts)?;
+        if counts[self.rank as usize] != input.len() || total != Some(output.len()) {
+            return Err(invalid(format!(
+                "all_gather_v: input holds {} and output {} elements, counts say {} and {:?}",
+                input.len(),
+                output.len(),
+                counts[self.rank as usize],
+                total
+            )));
+        }
+        // SAFETY: lengths checked against counts, which has size entries.
+        check(unsafe {
+            sys::rlx_all_gather_v(
+                self.raw,
+                input.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+                counts.as_ptr(),
+                T::DTYPE,
+            )
+        })
+    }
+
+    /// Uneven all-to-all: `input` holds send_counts[j] elements for rank j,
+    /// `output` gets recv_counts[i] from rank i, in rank order.
+    pub fn all_to_all_v<T: Element>(
+        &self,
+        input: &[T],
+        send_counts: &[usize],
+        output: &mut [T],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let sent = self.sum_of_counts("all_to_all_v", "send_counts", send_counts)?;
+        let received = self.sum_of_counts("all_to_all_v", "recv_counts", recv_counts)?;
+        if sent != Some(input.len()) || received != Some(output.len()) {
+            return Err(invalid(format!(
+                "all_to_all_v: input holds {} and output {} elements, the counts sum to {:?} and {:?}",
+                input.len(),
+                output.len(),
+                sent,
+                received
+            )));
+        }
+        // SAFETY: lengths checked against the counts, which have size entries.
+        check(unsafe {
+            sys::rlx_all_to_all_v(
+                self.raw,
+                input.as_ptr().cast(),
+                send_counts.as_ptr(),
+                output.as_mut_ptr().cast(),
+                recv_counts.as_ptr(),
+                T::DTYPE,
+            )
+        })
+    }
+
     /// Returns once every rank has entered the barrier.
     pub fn barrier(&self) -> Result<()> {
         // SAFETY: self.raw is live.
@@ -493,6 +568,34 @@ impl Group {
             )
         })?;
         Ok(Request::new(raw, data))
+    }
+}
+
+impl Group {
+    /// Non-blocking broadcast of rank `root`'s `data`, which comes back
+    /// from [`Request::wait`].
+    pub fn ibroadcast<T: Element>(&self, mut data: Vec<T>, root: i32) -> Result<Request<Vec<T>>> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the Request owns data until the operation completed.
+        check(unsafe {
+            sys::rlx_ibroadcast(
+                self.raw,
+                data.as_mut_ptr().cast(),
+                data.len(),
+                T::DTYPE,
+                root,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, data))
+    }
+
+    /// Non-blocking barrier: complete once every rank has entered it.
+    pub fn ibarrier(&self) -> Result<Request<()>> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: self.raw is live; raw receives the request.
+        check(unsafe { sys::rlx_ibarrier(self.raw, &mut raw) })?;
+        Ok(Request::new(raw, ()))
     }
 }
 

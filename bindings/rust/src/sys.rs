@@ -124,7 +124,31 @@ extern "C" {
         dtype: rlx_dtype,
         root: c_int,
     ) -> rlx_status;
+    pub fn rlx_all_gather_v(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        counts: *const usize,
+        dtype: rlx_dtype,
+    ) -> rlx_status;
+    pub fn rlx_all_to_all_v(
+        group: *mut rlx_group,
+        input: *const c_void,
+        send_counts: *const usize,
+        output: *mut c_void,
+        recv_counts: *const usize,
+        dtype: rlx_dtype,
+    ) -> rlx_status;
     pub fn rlx_barrier(group: *mut rlx_group) -> rlx_status;
+    pub fn rlx_ibroadcast(
+        group: *mut rlx_group,
+        data: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        root: c_int,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_ibarrier(group: *mut rlx_group, request: *mut *mut rlx_request) -> rlx_status;
 
     pub fn rlx_isend(
         group: *mut rlx_group,

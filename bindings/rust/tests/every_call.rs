@@ -49,6 +49,37 @@ fn collectives(world: &Group) -> rlx::Result<()> {
     let mut share = [0i32];
     world.scatter((rank == 0).then_some(&shares[..]), &mut share, 0)?;
     assert_eq!(share[0], 1000 + rank);
+    // Rank r contributes r + 1 elements of value r.
+    let counts: Vec<usize> = (0..size as usize).map(|r| r + 1).collect();
+    let mut uneven = vec![-1i32; counts.iter().sum()];
+    world.all_gather_v(&vec![rank; rank as usize + 1], &mut uneven, &counts)?;
+    let expected: Vec<i32> = (0..size).flat_map(|r| vec![r; r as usize + 1]).collect();
+    assert_eq!(uneven, expected);
+    // Refused on every rank alike, before anything is sent.
+    let extra = world
+        .all_gather_v(&[rank], &mut uneven, &[1; 17])
+        .unwrap_err();
+    assert_eq!(extra.kind, ErrorKind::InvalidArgument, "{extra}");
+    assert!(extra.message.contains("17 counts"), "{extra}");
+
+    // Rank i sends j + 1 elements of value 10 i + j to rank j.
+    let sends: Vec<usize> = (0..size as usize).map(|j| j + 1).collect();
+    let receives = vec![rank as usize + 1; size as usize];
+    let outgoing: Vec<i64> = (0..size)
+        .flat_map(|j| vec![(10 * rank + j) as i64; j as usize + 1])
+        .collect();
+    let mut incoming = vec![0i64; receives.iter().sum()];
+    world.all_to_all_v(&outgoing, &sends, &mut incoming, &receives)?;
+    let expected: Vec<i64> = (0..size)
+        .flat_map(|i| vec![(10 * i + rank) as i64; rank as usize + 1])
+        .collect();
+    assert_eq!(incoming, expected);
+
+    let (cast, _) = world
+        .ibroadcast(vec![if rank == 0 { 9u8 } else { 0 }; 3], 0)?
+        .wait()?;
+    assert_eq!(cast, vec![9, 9, 9]);
+    world.ibarrier()?.wait()?;
     world.barrier()
 }
 
