@@ -39,25 +39,29 @@ std::string Engine::pending_description() const {
 void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
                       std::span<const StepSend> sends, std::span<const StepRecv> recvs) {
   Caller caller(*this);
-  latch_.rethrow_if_tripped();
+  // No latch check here: drive() lets data on hand finish the step first.
   // Errors name the call; describing it costs more than a small step, so
-  // only a failing step does.
-  auto link = [&](int rank, int lane) -> Peer& {
+  // only a failing step does. A peer that closed after sending its part
+  // can still be received from; sending to it is an error.
+  auto link = [&](int rank, int lane, bool sending) -> Peer& {
     if (rank == spec_.rank || rank < 0 || rank >= spec_.world_size || lane != 0) {
       throw CollectiveError(ErrorKind::invalid_argument, site(call.describe(), rank),
                             "the algorithm asked for a link that does not exist");
     }
     Peer& p = *peers_[static_cast<std::size_t>(rank)];
-    if (!p.ready || p.closed) peer(rank, call.describe());  // throws the reason
+    if (!p.ready || (sending && p.closed)) {
+      latch_.rethrow_if_tripped();  // a failure that a peer passed on before its close
+      peer(rank, call.describe());  // throws the reason
+    }
     return p;
   };
   sends_.clear();
   for (const auto& s : sends) {
-    sends_.push_back({&link(s.peer, s.lane), wire::collective_header(call, step, s.bytes.size()),
-                      s.bytes, 0, false});
+    sends_.push_back({&link(s.peer, s.lane, true),
+                      wire::collective_header(call, step, s.bytes.size()), s.bytes, 0, false});
   }
   for (const auto& r : recvs) {
-    Peer& p = link(r.peer, r.lane);
+    Peer& p = link(r.peer, r.lane, false);
     p.expect = {true, false, call, step, r.into, r.reduce, 0};
     consume_held(p);
   }

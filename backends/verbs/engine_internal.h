@@ -248,7 +248,6 @@ bool Engine::drive(Caller& caller, Deadline deadline, bool check_latch, Done don
   // waiting a tick more makes sure a short wait is not cut off at a tick.
   auto spin_until = coarse_now() + caller_spin_ + coarse_tick();
   for (;;) {
-    if (check_latch) latch_.rethrow_if_tripped();
     if (cm_pending_.load(std::memory_order_relaxed)) handle_cm_events();
     if (done()) return true;
     if (poll_completions()) {
@@ -256,6 +255,10 @@ bool Engine::drive(Caller& caller, Deadline deadline, bool check_latch, Done don
       spin_until = coarse_now() + caller_spin_ + coarse_tick();
       continue;
     }
+    // A failure outranks only a wait that data on hand cannot end: a peer
+    // that sent its part and exited at once trips the latch while that part
+    // still sits in the completion queue.
+    if (check_latch) latch_.rethrow_if_tripped();
     const auto now = coarse_now();
     if (now >= deadline) return false;
     if (now <= spin_until) {

@@ -190,7 +190,9 @@ void Engine::deliver(Peer& p, Tag tag, std::vector<std::byte> message, bool awai
 
 void Engine::consume_held(Peer& p) {
   auto& e = p.expect;
-  while (p.held.count > 0 && e.active && !latch_.tripped()) {
+  // Also after a failure elsewhere: what arrived before it still counts. A
+  // bad chunk stays at the head, so it is never consumed past.
+  while (p.held.count > 0 && e.active) {
     const Held& c = p.held.chunks[p.held.head];
     if (c.header.offset == 0) {
       const CollectiveCall theirs = wire::call_of(c.header.frame);
