@@ -53,3 +53,35 @@ endif()
 if(RLX_BUILD_BENCH)
   find_package(benchmark REQUIRED)
 endif()
+
+# The Python module: pybind11 for Debian's own python3 (the one python3-numpy
+# is for; a python3 earlier on PATH may be another).
+set(RLX_WITH_PYTHON AUTO CACHE STRING "Build the Python module: ON, OFF or AUTO")
+set_property(CACHE RLX_WITH_PYTHON PROPERTY STRINGS ON OFF AUTO)
+if(NOT RLX_WITH_PYTHON STREQUAL "OFF")
+  if(NOT DEFINED Python_EXECUTABLE AND EXISTS /usr/bin/python3)
+    set(Python_EXECUTABLE /usr/bin/python3)
+  endif()
+  find_package(Python 3.8 QUIET COMPONENTS Interpreter Development.Module)
+  if(Python_FOUND)
+    find_package(pybind11 2.6 CONFIG QUIET)
+  endif()
+endif()
+if(Python_FOUND AND pybind11_FOUND)
+  set(_python_found TRUE)
+else()
+  set(_python_found FALSE)
+endif()
+rlx_resolve_backend(RLX_WITH_PYTHON "${_python_found}"
+                    "python3 with pybind11 (Debian: python3-dev pybind11-dev)")
+set(RLX_PYTHON_BUILT ${RLX_WITH_PYTHON_BUILT})
+if(RLX_PYTHON_BUILT)
+  execute_process(
+    COMMAND ${Python_EXECUTABLE} -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"
+    OUTPUT_VARIABLE RLX_PYTHON_MODULE_SUFFIX OUTPUT_STRIP_TRAILING_WHITESPACE)
+  # Debian's python3 looks in <prefix>/lib/python3.X/dist-packages for
+  # /usr/local and /usr (docs/PYTHON.md: PYTHONPATH for other prefixes).
+  set(RLX_PYTHON_INSTALL_DIR
+      "lib/python${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}/dist-packages"
+      CACHE STRING "Where the Python module installs, under the prefix")
+endif()

@@ -19,6 +19,7 @@ declare -A may_include=(
   [backends/verbs]="core transport transport/rendezvous transport/shm collectives"
   [rlx]="core transport transport/rendezvous transport/shm collectives backends/singleton backends/tcp
          backends/mpi backends/verbs"
+  [bindings/python]="rlx core transport"  # the public headers rlx/rlx.h exports
 )
 # The launcher shares only the contract with the library: these files.
 launcher_may_include=" transport/launch_env.h transport/endpoint.h transport/rendezvous/server.h
@@ -56,7 +57,7 @@ check_file() {
 
 while IFS= read -r file; do
   check_file "$file" "$(dirname "$file")"
-done < <(find core transport collectives backends rlx launcher \( -name '*.h' -o -name '*.cc' \) \
+done < <(find core transport collectives backends rlx launcher bindings/python \( -name '*.h' -o -name '*.cc' \) \
   ! -name '*_test.cc' | sort)
 
 if ((violations > 0)); then

@@ -13,6 +13,7 @@ packages=(
   libgloo-dev iperf3  # bench/compare: the Gloo peer, and loopback TCP's ceiling
   openssh-server openssh-client iproute2 nftables  # tests/cluster: hosts, sshd, faults
   clang-14 libclang-rt-14-dev             # tests/fuzz: libFuzzer
+  python3-dev pybind11-dev python3-numpy python3-torch  # the Python module and its tests
   "$@"
 )
 

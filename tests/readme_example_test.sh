@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Every C++, C and Rust block of README.md is an example that is built and
+# Every C++, C, Rust and Python block of README.md is an example that is built and
 # run, verbatim (after each file's first comment line): C++ block 1 is
 # examples/readme_example.cc and block 2 examples/lazy_arrays.cc; C block 1
-# is examples/c_allreduce.c; Rust block 1 bindings/rust/examples/all_sum.rs.
+# is examples/c_allreduce.c; Rust block 1 bindings/rust/examples/all_sum.rs;
+# Python block 1 examples/all_sum.py.
 set -euo pipefail
 root=$1
 check() {  # LANGUAGE BLOCK FILE
@@ -14,3 +15,4 @@ check cpp 1 examples/readme_example.cc
 check cpp 2 examples/lazy_arrays.cc
 check c 1 examples/c_allreduce.c
 check rust 1 bindings/rust/examples/all_sum.rs
+check python 1 examples/all_sum.py

@@ -24,3 +24,19 @@ export PKG_CONFIG_PATH
 run cc -std=c11 -Wall -Werror "$consumer_src/consumer_c.c" -o "$work/consumer_c_pkg" \
   $(pkg-config --cflags --libs rlx)
 "$work/consumer_c_pkg"
+# The Python module, where Debian's python3 finds it under the prefix.
+module=$(find "$work/prefix" -name 'rlx.cpython-*.so')
+if [[ -n $module ]]; then
+  [[ $module == "$work/prefix/lib/python3."*"/dist-packages/"* ]] ||
+    { echo "the Python module installed outside lib/python3.X/dist-packages: $module"; exit 1; }
+  PYTHONPATH=$(dirname "$module") /usr/bin/python3 -c '
+import numpy, rlx
+g = rlx.init()
+x = numpy.arange(4, dtype=numpy.float32)
+g.all_sum(x)
+assert g.size == 1 and list(x) == [0, 1, 2, 3], x
+print("python consumer:", rlx.__version__, g)'
+elif grep -q "^RLX_PYTHON_INSTALL_DIR" "$build_dir/CMakeCache.txt"; then
+  echo "the Python module was built but not installed"
+  exit 1
+fi
