@@ -334,6 +334,8 @@ class Job {
   const Options& options_;
   const std::vector<Placement> placements_;
   std::unique_ptr<rendezvous::Server> rendezvous_;
+  // Before what writes to it: the start progress and the ranks' output.
+  StatusLine status_line_{isatty(STDERR_FILENO) != 0};
   std::unique_ptr<StartProgress> progress_;
   StdinRelay stdin_relay_;
   std::vector<RankState> ranks_;
@@ -403,18 +405,18 @@ void Job::start_ranks(const std::string& rendezvous_address,
     // The output first: a rank that fails to start still has its streams' state.
     const auto [out_copy, err_copy] = copy_fds[static_cast<std::size_t>(r)];
     copy_fds[static_cast<std::size_t>(r)] = {-1, -1};
+    const LinePrefix prefix{.rank = options_.tag_output, .time = options_.timestamp_output};
     state.outputs[0] =
-        std::make_unique<TaggedOutput>(r, options_.tag_output, STDOUT_FILENO, out_copy);
+        std::make_unique<TaggedOutput>(r, prefix, STDOUT_FILENO, out_copy, &status_line_);
     state.outputs[1] =
-        std::make_unique<TaggedOutput>(r, options_.tag_output, STDERR_FILENO, err_copy);
+        std::make_unique<TaggedOutput>(r, prefix, STDERR_FILENO, err_copy, &status_line_);
     const ChildProcess child = start_rank(r, token, coordinator);
     state.pid = child.pid;
     state.running = true;
     state.fds[0] = child.stdout_fd;
     state.fds[1] = child.stderr_fd;
   }
-  progress_ = std::make_unique<StartProgress>(std::move(hosts), connect_timeout,
-                                              isatty(STDERR_FILENO) != 0);
+  progress_ = std::make_unique<StartProgress>(std::move(hosts), connect_timeout, status_line_);
 }
 
 // A local rank is forked here; a remote one is the ssh client that runs

@@ -130,6 +130,8 @@ bool take_switch(ArgReader& reader, Options& options) {
     options.tag_output = true;
   } else if (reader.take_switch("--no-tag-output")) {
     options.tag_output = false;
+  } else if (reader.take_switch("--timestamp-output")) {
+    options.timestamp_output = true;
   } else if (reader.take_switch("--oversubscribe")) {
     options.oversubscribe = true;
   } else {
@@ -246,6 +248,7 @@ OPTIONS
     --cwd DIR            working directory of the ranks
     --tag-output         prefix each output line with [rank] (default)
     --no-tag-output      pass output through untouched
+    --timestamp-output   prefix each output line with the local time, to the millisecond
     --output-dir DIR     also write rank N's output to DIR/rank.N.out and DIR/rank.N.err
     --dry-run            print what would be started, start nothing
     -h, --help           this text

@@ -27,6 +27,7 @@ struct Options {
   std::vector<std::pair<std::string, std::string>> env;  // --env K=V, in order
   std::string cwd;
   bool tag_output = true;
+  bool timestamp_output = false;  // --timestamp-output: the time before each line
   std::string output_dir;
   std::string hostfile;   // --hostfile
   std::string host_list;  // -H h1:2,h2

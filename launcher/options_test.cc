@@ -17,9 +17,26 @@ void expect_usage_error(const std::vector<std::string>& args, const std::string&
 }
 
 TEST(RlxrunOptions, ParsesEveryFlagAndStopsAtTheProgram) {
-  const Options o = parse_options({"-n", "4", "--backend=verbs", "--timeout", "2.5", "--env", "A=1",
-                                   "-x", "B=x=y", "--cwd", "/tmp", "--no-tag-output",
-                                   "--output-dir", "out", "--ifname", "eth1", "./prog", "-n", "7"});
+  const Options o = parse_options({"-n",
+                                   "4",
+                                   "--backend=verbs",
+                                   "--timeout",
+                                   "2.5",
+                                   "--env",
+                                   "A=1",
+                                   "-x",
+                                   "B=x=y",
+                                   "--cwd",
+                                   "/tmp",
+                                   "--no-tag-output",
+                                   "--output-dir",
+                                   "out",
+                                   "--ifname",
+                                   "eth1",
+                                   "--timestamp-output",
+                                   "./prog",
+                                   "-n",
+                                   "7"});
   EXPECT_EQ(o.num_ranks, 4);
   EXPECT_EQ(o.backend, "verbs");
   EXPECT_EQ(o.job_timeout, std::chrono::milliseconds(2500));
@@ -27,6 +44,7 @@ TEST(RlxrunOptions, ParsesEveryFlagAndStopsAtTheProgram) {
   EXPECT_EQ(o.env[1], std::make_pair(std::string("B"), std::string("x=y")));
   EXPECT_EQ(o.cwd, "/tmp");
   EXPECT_FALSE(o.tag_output);
+  EXPECT_TRUE(o.timestamp_output);
   EXPECT_EQ(o.output_dir, "out");
   EXPECT_EQ(o.ifname, "eth1");
   EXPECT_EQ(o.program, (std::vector<std::string>{"./prog", "-n", "7"}));

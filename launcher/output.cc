@@ -1,6 +1,9 @@
 #include "launcher/output.h"
 
 #include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
 
 #include <unistd.h>
 
@@ -10,7 +13,39 @@ namespace {
 // A rank that prints without newlines is still shown, in pieces of this size.
 constexpr std::size_t kMaxPendingLine = 64 * 1024;
 
+// "2026-11-27 03:30:00.123 ": local time, as mpirun's --timestamp-output.
+std::string timestamp() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  const auto millis =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::tm local{};
+  localtime_r(&seconds, &local);
+  char text[40];
+  const std::size_t n = std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &local);
+  std::snprintf(text + n, sizeof text - n, ".%03d ", static_cast<int>(millis));
+  return text;
+}
+
 }  // namespace
+
+void StatusLine::show(std::string_view text) {
+  if (!on_terminal_) return write_all(STDERR_FILENO, std::string(text) + "\n");
+  write_all(STDERR_FILENO, "\r" + std::string(text) + "\033[K");
+  shown_ = true;
+}
+
+void StatusLine::finish(std::string_view text) {
+  if (!on_terminal_) return write_all(STDERR_FILENO, std::string(text) + "\n");
+  write_all(STDERR_FILENO, "\r" + std::string(text) + "\033[K\n");
+  shown_ = false;
+}
+
+void StatusLine::clear() {
+  if (!shown_) return;
+  write_all(STDERR_FILENO, "\r\033[K");
+  shown_ = false;
+}
 
 void write_all(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
@@ -21,8 +56,13 @@ void write_all(int fd, std::string_view bytes) {
   }
 }
 
-TaggedOutput::TaggedOutput(int rank, bool tag, int sink_fd, int copy_fd)
-    : prefix_(tag ? "[" + std::to_string(rank) + "] " : ""), sink_fd_(sink_fd), copy_fd_(copy_fd) {}
+TaggedOutput::TaggedOutput(int rank, LinePrefix prefix, int sink_fd, int copy_fd,
+                           StatusLine* status)
+    : prefix_(prefix.rank ? "[" + std::to_string(rank) + "] " : ""),
+      time_(prefix.time),
+      status_(status),
+      sink_fd_(sink_fd),
+      copy_fd_(copy_fd) {}
 
 TaggedOutput::~TaggedOutput() {
   if (copy_fd_ >= 0) close(copy_fd_);
@@ -50,8 +90,9 @@ void TaggedOutput::finish() {
 }
 
 void TaggedOutput::emit(std::string_view line) {
+  if (status_ != nullptr) status_->clear();
   // One write per line keeps lines of different ranks from interleaving.
-  write_all(sink_fd_, prefix_.empty() ? std::string(line) : prefix_ + std::string(line));
+  write_all(sink_fd_, (time_ ? timestamp() : std::string()) + prefix_ + std::string(line));
   if (copy_fd_ >= 0) write_all(copy_fd_, line);
 }
 

@@ -3,10 +3,6 @@
 #include <cstdio>
 #include <map>
 
-#include <unistd.h>
-
-#include "launcher/output.h"
-
 namespace rlx::launcher {
 namespace {
 
@@ -39,8 +35,8 @@ std::string describe_ranks(const std::vector<int>& ranks, const std::vector<std:
 }
 
 StartProgress::StartProgress(std::vector<std::string> hosts,
-                             std::chrono::milliseconds start_deadline, bool on_terminal)
-    : hosts_(std::move(hosts)), deadline_(start_ + start_deadline), on_terminal_(on_terminal) {}
+                             std::chrono::milliseconds start_deadline, StatusLine& line)
+    : hosts_(std::move(hosts)), deadline_(start_ + start_deadline), line_(line) {}
 
 bool StartProgress::update(int connected, const std::function<std::vector<int>()>& missing) {
   if (!active_) return false;
@@ -60,7 +56,10 @@ bool StartProgress::update(int connected, const std::function<std::vector<int>()
          true);
     active_ = false;
   } else if (now - start_ >= kQuiet &&
-             (connected != last_connected_ || (on_terminal_ && now - last_shown_ >= kQuiet))) {
+             (connected != last_connected_ ||
+              (line_.on_terminal() && now - last_shown_ >= kQuiet) ||
+              // rank output cleared it
+              (line_.on_terminal() && shown_ && !line_.shown() && now - last_shown_ >= kRefresh))) {
     show(std::to_string(connected) + " of " + std::to_string(total) + " ranks connected (" +
              seconds_since(start_) + ")",
          false);
@@ -71,16 +70,16 @@ bool StartProgress::update(int connected, const std::function<std::vector<int>()
 }
 
 void StartProgress::stop() {
-  if (active_ && shown_ && on_terminal_) write_all(STDERR_FILENO, "\r\033[K");
+  if (active_) line_.clear();
   active_ = false;
 }
 
-void StartProgress::show(const std::string& line, bool final) {
+void StartProgress::show(const std::string& text, bool final) {
   shown_ = true;
-  if (on_terminal_) {
-    write_all(STDERR_FILENO, "\rrlxrun: " + line + "\033[K" + (final ? "\n" : ""));
+  if (final) {
+    line_.finish("rlxrun: " + text);
   } else {
-    write_all(STDERR_FILENO, "rlxrun: " + line + "\n");
+    line_.show("rlxrun: " + text);
   }
 }
 

@@ -7,16 +7,18 @@
 #include <string>
 #include <vector>
 
+#include "launcher/output.h"
+
 namespace rlx::launcher {
 
 class StartProgress {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `hosts[r]` is where rank r runs; `on_terminal`: one updating line on
-  // stderr instead of a line per change.
+  // `hosts[r]` is where rank r runs; shown on `line` (one updating line on
+  // a terminal, a line per change elsewhere).
   StartProgress(std::vector<std::string> hosts, std::chrono::milliseconds start_deadline,
-                bool on_terminal);
+                StatusLine& line);
 
   // Call often while starting: `connected` ranks have registered and
   // `missing` are those that have not. Returns false once there is nothing
@@ -35,7 +37,7 @@ class StartProgress {
   const std::vector<std::string> hosts_;
   const Clock::time_point start_ = Clock::now();
   const Clock::time_point deadline_;
-  const bool on_terminal_;
+  StatusLine& line_;
   bool active_ = true;
   bool shown_ = false;
   int last_connected_ = -1;

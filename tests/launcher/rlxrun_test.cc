@@ -3,6 +3,7 @@
 // outlives it), --timeout, --output-dir and bad command lines.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -105,6 +106,73 @@ TEST_F(Rlxrun, TagsEveryRanksOutputAndSucceeds) {
         << f.out;
     EXPECT_NE(f.err.find(tag + "oops\n"), std::string::npos) << f.err;
   }
+}
+
+TEST_F(Rlxrun, TimestampOutputPutsTheTimeBeforeEachTaggedLine) {
+  Subprocess job({RLXRUN, "-n", "2", "--timestamp-output", "sh", "-c", "echo hi; echo oops >&2"});
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.err;
+  const std::regex stamped(R"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} \[[01]\] (hi|oops))");
+  for (const std::string* stream : {&f.out, &f.err}) {
+    std::istringstream lines(*stream);
+    int matched = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("rlxrun:")) continue;
+      EXPECT_TRUE(std::regex_match(line, stamped)) << line;
+      ++matched;
+    }
+    EXPECT_EQ(matched, 2) << *stream;
+  }
+}
+
+// What a terminal shows for `raw`: each line after its carriage returns
+// and erases ("\r", "\033[K") have been applied.
+std::vector<std::string> rendered_lines(const std::string& raw) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::size_t cursor = 0;
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '\n') {
+      lines.push_back(line);
+      line.clear();
+      cursor = 0;
+    } else if (raw[i] == '\r') {
+      cursor = 0;
+    } else if (raw.compare(i, 3, "\033[K") == 0) {
+      line.resize(cursor);
+      i += 2;
+    } else {
+      if (cursor < line.size()) {
+        line[cursor] = raw[i];
+      } else {
+        line.push_back(raw[i]);
+      }
+      ++cursor;
+    }
+  }
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+TEST_F(Rlxrun, OnATerminalRankOutputNeverSharesTheProgressLine) {
+  // Under script(1), a pseudo-terminal: rank 1 prints while the progress
+  // line shows (it joins late, past the quiet first second).
+  const std::string rank_program =
+      "if [ \"$RLX_RANK\" = 1 ]; then sleep 1.4; echo middle; sleep 0.6; fi; exec " HELLO_ALLREDUCE;
+  const std::string command = std::string(RLXRUN) + " -n 2 sh -c '" + rank_program + "'";
+  Subprocess job({"script", "-q", "-e", "-c", command, "/dev/null"}, env());
+  const Finished f = job.wait(30s);
+  ASSERT_EQ(f.exit_code(), 0) << f.out << f.err;
+  bool progress = false, middle = false;
+  for (const std::string& line : rendered_lines(f.out)) {
+    EXPECT_FALSE(line.find("rlxrun:") != std::string::npos &&
+                 line.find("middle") != std::string::npos)
+        << "one line holds both: " << line;
+    progress = progress || line.find("rlxrun: all 2 ranks connected") != std::string::npos;
+    middle = middle || line == "[1] middle";
+  }
+  EXPECT_TRUE(progress) << f.out;
+  EXPECT_TRUE(middle) << f.out;
 }
 
 TEST_F(Rlxrun, AFailingRankStopsTheOthersAndItsStatusIsTheJobs) {
