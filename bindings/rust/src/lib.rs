@@ -590,6 +590,170 @@ impl Group {
         Ok(Request::new(raw, data))
     }
 
+    /// Non-blocking all_gather: `output` (size() x input.len()) comes back
+    /// from [`Request::wait`] with every rank's `input`, and `input` with it.
+    pub fn iall_gather<T: Element>(
+        &self,
+        input: Vec<T>,
+        mut output: Vec<T>,
+    ) -> Result<Request<(Vec<T>, Vec<T>)>> {
+        self.blocks_of("iall_gather", "output", &output, input.len())?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: lengths checked; the Request owns both until it completed.
+        check(unsafe {
+            sys::rlx_iall_gather(
+                self.raw,
+                input.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+                input.len(),
+                T::DTYPE,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output)))
+    }
+
+    /// Non-blocking reduce_scatter: `output` comes back holding block rank()
+    /// of the reduction of every rank's `input` (size() x output.len()).
+    pub fn ireduce_scatter<T: Element>(
+        &self,
+        input: Vec<T>,
+        mut output: Vec<T>,
+        op: Op,
+    ) -> Result<Request<(Vec<T>, Vec<T>)>> {
+        self.blocks_of("ireduce_scatter", "input", &input, output.len())?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: lengths checked; the Request owns both until it completed.
+        check(unsafe {
+            sys::rlx_ireduce_scatter(
+                self.raw,
+                input.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+                output.len(),
+                T::DTYPE,
+                op as c_int,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output)))
+    }
+
+    /// Non-blocking all_to_all of size() blocks each way.
+    pub fn iall_to_all<T: Element>(
+        &self,
+        input: Vec<T>,
+        mut output: Vec<T>,
+    ) -> Result<Request<(Vec<T>, Vec<T>)>> {
+        let size = self.size as usize;
+        if input.len() != output.len() || input.len() % size != 0 {
+            return Err(invalid(format!(
+                "iall_to_all: input holds {} and output {} elements, not {size} equal blocks each",
+                input.len(),
+                output.len()
+            )));
+        }
+        let mut raw = ptr::null_mut();
+        // SAFETY: lengths checked; the Request owns both until it completed.
+        check(unsafe {
+            sys::rlx_iall_to_all(
+                self.raw,
+                input.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+                input.len() / size,
+                T::DTYPE,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output)))
+    }
+
+    /// Non-blocking reduce into rank `root`'s `data`.
+    pub fn ireduce<T: Element>(
+        &self,
+        mut data: Vec<T>,
+        op: Op,
+        root: i32,
+    ) -> Result<Request<Vec<T>>> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the Request owns data until the operation completed.
+        check(unsafe {
+            sys::rlx_ireduce(
+                self.raw,
+                data.as_mut_ptr().cast(),
+                data.len(),
+                T::DTYPE,
+                op as c_int,
+                root,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, data))
+    }
+
+    /// Non-blocking gather into the root's `output` (size() x input.len());
+    /// the other ranks pass `None`.
+    pub fn igather<T: Element>(
+        &self,
+        input: Vec<T>,
+        mut output: Option<Vec<T>>,
+        root: i32,
+    ) -> Result<Request<(Vec<T>, Option<Vec<T>>)>> {
+        let out = match output.as_mut() {
+            Some(out) => {
+                self.blocks_of("igather", "output", out, input.len())?;
+                out.as_mut_ptr().cast()
+            }
+            None => ptr::null_mut(),
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: a non-null output holds size x input.len() elements; the
+        // Request owns both until it completed.
+        check(unsafe {
+            sys::rlx_igather(
+                self.raw,
+                input.as_ptr().cast(),
+                out,
+                input.len(),
+                T::DTYPE,
+                root,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output)))
+    }
+
+    /// Non-blocking scatter of the root's `input` (size() x output.len());
+    /// the other ranks pass `None`.
+    pub fn iscatter<T: Element>(
+        &self,
+        input: Option<Vec<T>>,
+        mut output: Vec<T>,
+        root: i32,
+    ) -> Result<Request<(Option<Vec<T>>, Vec<T>)>> {
+        let from = match input.as_ref() {
+            Some(input) => {
+                self.blocks_of("iscatter", "input", input, output.len())?;
+                input.as_ptr().cast()
+            }
+            None => ptr::null(),
+        };
+        let mut raw = ptr::null_mut();
+        // SAFETY: a non-null input holds size x output.len() elements; the
+        // Request owns both until it completed.
+        check(unsafe {
+            sys::rlx_iscatter(
+                self.raw,
+                from,
+                output.as_mut_ptr().cast(),
+                output.len(),
+                T::DTYPE,
+                root,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output)))
+    }
+
     /// Non-blocking barrier: complete once every rank has entered it.
     pub fn ibarrier(&self) -> Result<Request<()>> {
         let mut raw = ptr::null_mut();
@@ -666,6 +830,14 @@ impl<B> Request<B> {
         }
         self.completed = Some(status.map(|()| bytes));
         self.test()
+    }
+}
+
+impl<B> fmt::Debug for Request<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Request")
+            .field("pending", &!self.raw.is_null())
+            .finish()
     }
 }
 

@@ -174,6 +174,58 @@ extern "C" {
         op: rlx_op,
         request: *mut *mut rlx_request,
     ) -> rlx_status;
+    pub fn rlx_iall_gather(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_ireduce_scatter(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        op: rlx_op,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_iall_to_all(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_ireduce(
+        group: *mut rlx_group,
+        data: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        op: rlx_op,
+        root: c_int,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_igather(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        root: c_int,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_iscatter(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        count: usize,
+        dtype: rlx_dtype,
+        root: c_int,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
     pub fn rlx_wait(request: *mut *mut rlx_request, bytes: *mut usize) -> rlx_status;
     pub fn rlx_test(
         request: *mut *mut rlx_request,

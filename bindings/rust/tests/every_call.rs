@@ -80,6 +80,45 @@ fn collectives(world: &Group) -> rlx::Result<()> {
         .wait()?;
     assert_eq!(cast, vec![9, 9, 9]);
     world.ibarrier()?.wait()?;
+
+    let n = size as usize;
+    let ((_, gathered), _) = world
+        .iall_gather(vec![rank; 2], vec![0i32; 2 * n])?
+        .wait()?;
+    assert_eq!(
+        gathered,
+        (0..size).flat_map(|r| [r, r]).collect::<Vec<i32>>()
+    );
+    let ((_, block), _) = world
+        .ireduce_scatter(vec![1.5f64; 3 * n], vec![0.0; 3], Op::Max)?
+        .wait()?;
+    assert_eq!(block, vec![1.5; 3]);
+    let outgoing: Vec<i64> = (0..size).map(|j| (100 * rank + j) as i64).collect();
+    let ((_, incoming), _) = world.iall_to_all(outgoing, vec![0i64; n])?.wait()?;
+    assert_eq!(
+        incoming,
+        (0..size)
+            .map(|i| (100 * i + rank) as i64)
+            .collect::<Vec<i64>>()
+    );
+    let (reduced, _) = world.ireduce(vec![rank as f32 + 1.0], Op::Sum, 0)?.wait()?;
+    if rank == 0 {
+        assert_eq!(reduced, vec![(size * (size + 1) / 2) as f32]);
+    }
+    let root = size - 1;
+    let output = (rank == root).then(|| vec![0u8; n]);
+    let ((_, gathered), _) = world.igather(vec![rank as u8], output, root)?.wait()?;
+    if rank == root {
+        assert_eq!(
+            gathered,
+            Some((0..size).map(|r| r as u8).collect::<Vec<u8>>())
+        );
+    }
+    let input = (rank == 0).then(|| (0..2 * size).collect::<Vec<i32>>());
+    let ((_, part), _) = world.iscatter(input, vec![0i32; 2], 0)?.wait()?;
+    assert_eq!(part, vec![2 * rank, 2 * rank + 1]);
+    let wrong = world.iall_gather(vec![1i32; 2], vec![0; 1]).unwrap_err();
+    assert_eq!(wrong.kind, ErrorKind::InvalidArgument, "{wrong}");
     world.barrier()
 }
 
