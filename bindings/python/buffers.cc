@@ -1,6 +1,9 @@
 #include "bindings/python/buffers.h"
 
+#include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "bindings/python/errors.h"
 
@@ -38,18 +41,23 @@ std::optional<Dtype> dtype_of_format(std::string_view format, std::size_t itemsi
   }
 }
 
-py::object exporter_of(const py::handle& object) {
-  if (PyObject_CheckBuffer(object.ptr()) != 0) return py::reinterpret_borrow<py::object>(object);
-  // A torch CPU tensor has no buffer protocol; .numpy() is a view of it, as
-  // is numpy's view of any other DLPack exporter's CPU memory.
-  py::object view = py::none();
-  if (py::hasattr(object, "numpy")) {
-    view = object.attr("numpy")();
-  } else if (py::hasattr(object, "__dlpack__")) {
-    view = py::module_::import("numpy").attr("from_dlpack")(object);
+enum class Via { buffer_protocol, numpy_view, dlpack };
+
+// The object that exports `object`'s memory, and how it was found.
+std::pair<py::object, Via> exporter_of(const py::handle& object) {
+  if (PyObject_CheckBuffer(object.ptr()) != 0) {
+    return {py::reinterpret_borrow<py::object>(object), Via::buffer_protocol};
   }
-  if (PyObject_CheckBuffer(view.ptr()) != 0) return view;
-  return py::none();
+  // A torch CPU tensor has no buffer protocol; .numpy() is a view of it (a
+  // check below makes sure). numpy's view of another DLPack exporter is
+  // read-only (numpy 1.24), so those are inputs only.
+  if (py::hasattr(object, "numpy") && py::hasattr(object, "data_ptr")) {
+    return {object.attr("numpy")(), Via::numpy_view};
+  }
+  if (py::hasattr(object, "__dlpack__")) {
+    return {py::module_::import("numpy").attr("from_dlpack")(object), Via::dlpack};
+  }
+  return {py::none(), Via::buffer_protocol};
 }
 
 }  // namespace
@@ -57,10 +65,17 @@ py::object exporter_of(const py::handle& object) {
 std::optional<Dtype> dtype_named(const py::object& name) {
   if (name.is_none()) return std::nullopt;
   // A numpy dtype or scalar type (np.float32) by its name.
-  const std::string text =
-      py::isinstance<py::str>(name)
-          ? std::string(py::str(name))
-          : std::string(py::str(py::module_::import("numpy").attr("dtype")(name).attr("name")));
+  std::string text;
+  if (py::isinstance<py::str>(name)) {
+    text = py::str(name);
+  } else {
+    try {
+      text = py::str(py::module_::import("numpy").attr("dtype")(name).attr("name"));
+    } catch (py::error_already_set& error) {
+      throw BadArgument{"dtype " + std::string(py::repr(name)) +
+                        " is not a dtype: " + error.what()};
+    }
+  }
   static constexpr std::pair<std::string_view, Dtype> kNumpyNames[] = {
       {"float32", Dtype::f32},   {"float64", Dtype::f64}, {"float16", Dtype::f16},
       {"bfloat16", Dtype::bf16}, {"int32", Dtype::i32},   {"int64", Dtype::i64},
@@ -77,8 +92,14 @@ std::optional<Dtype> dtype_named(const py::object& name) {
 }
 
 Buffer::Buffer(const py::handle& object, Access access, std::string_view what) : what_(what) {
-  owner_ = exporter_of(object);
-  if (owner_.is_none()) {
+  Via via = Via::buffer_protocol;
+  std::tie(owner_, via) = exporter_of(object);
+  if (via == Via::dlpack && access == Access::write) {
+    throw BadArgument{what_ +
+                      " is written, and a DLPack exporter's memory is read-only here "
+                      "(numpy.from_dlpack's view): pass a numpy array or a torch tensor"};
+  }
+  if (PyObject_CheckBuffer(owner_.ptr()) == 0) {
     throw BadArgument{what_ +
                       " must support the buffer protocol (a numpy array, bytearray, "
                       "memoryview) or be a CPU tensor; got " +
@@ -91,6 +112,13 @@ Buffer::Buffer(const py::handle& object, Access access, std::string_view what) :
     throw BadArgument{what_ + " must be a " +
                       (access == Access::write ? std::string("writable ") : std::string()) +
                       "C-contiguous buffer: " + why.what()};
+  }
+  if (via == Via::numpy_view && view_.len > 0 &&
+      py::cast<std::uintptr_t>(object.attr("data_ptr")()) !=
+          reinterpret_cast<std::uintptr_t>(view_.buf)) {
+    throw BadArgument{what_ +
+                      ": its .numpy() is not a view of its own memory, so rlx cannot "
+                      "use it in place"};
   }
 }
 
@@ -109,6 +137,11 @@ ElementSpan Buffer::elements(std::optional<Dtype> dtype) const {
                         " bytes), which rlx has no dtype for: float32, float64, float16, int32, "
                         "int64, uint8 or bool (bfloat16: a 2-byte buffer with dtype=\"bf16\")"};
     }
+  } else if (const auto own = dtype_of_format(format, itemsize); own && *own != *dtype) {
+    throw BadArgument{what_ + " holds " + std::string(name_of(*own)) + " elements, not " +
+                      std::string(name_of(*dtype)) +
+                      " (dtype= names what a buffer of bytes or 16-bit integers holds, such as "
+                      "bf16; it does not convert)"};
   } else if (bytes() % size_of(*dtype) != 0) {
     throw BadArgument{what_ + " holds " + std::to_string(bytes()) +
                       " bytes, not a whole number of " + std::string(name_of(*dtype)) +

@@ -1,7 +1,7 @@
 // Python objects as rlx buffers, in place: any C-contiguous object of the
 // buffer protocol (numpy arrays, bytearray, memoryview, array.array), or an
 // object whose .numpy() returns one that shares its memory (a torch CPU
-// tensor), or a DLPack exporter of CPU memory (through numpy.from_dlpack).
+// tensor), or, to read, a DLPack exporter of CPU memory (numpy.from_dlpack).
 // Nothing is copied; the object stays locked (numpy refuses to resize it)
 // while a Buffer holds it.
 #pragma once

@@ -91,7 +91,7 @@ void define_errors(py::module_& module) {
                                                  : py::make_tuple(c.base);
     c.by_kind[static_cast<int>(k.kind)] = new_class(module, k.name, bases, k.doc);
   }
-  py::register_exception_translator(translate);
+  py::register_local_exception_translator(translate);
 }
 
 }  // namespace rlx::python

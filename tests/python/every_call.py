@@ -3,7 +3,10 @@ collectives on numpy arrays of several dtypes, in place, a split,
 point-to-point, non-blocking calls, and errors caught as their kinds.
 Prints "rank R of N (BACKEND) ok" once every check passed."""
 import array
+import os
 import sys
+import threading
+import time
 
 import numpy as np
 
@@ -153,6 +156,48 @@ def nonblocking(g):
         expect(request.test(), "a completed request tests True")
 
 
+def requests(g):
+    """What a Request holds, and how it behaves when shared or dropped."""
+    r, n = g.rank, g.size
+    to, source = (r + 1) % n, (r - 1) % n
+    # A failed wait raises every time it is asked, and crashes nothing (it
+    # releases its buffers with the GIL held).
+    g.send(b"twelve bytes", to, tag=20)
+    short = g.irecv(bytearray(4), source, tag=20)
+    for _ in range(2):
+        expect_raises(rlx.InvalidArgumentError, short.wait, "an irecv into too small a buffer")
+    expect(len(g.recv_bytes(source, tag=20)) == 12, "the message stays queued")
+
+    # Two threads wait for one request: both see it complete.
+    into = bytearray(8)
+    shared = g.irecv(into, source, tag=21)
+    lengths = []
+    waiters = [threading.Thread(target=lambda: lengths.append(shared.wait())) for _ in range(2)]
+    for t in waiters:
+        t.start()
+    g.send(b"8 bytes!", to, tag=21)
+    for t in waiters:
+        t.join()
+    expect(lengths == [8, 8] and into == bytearray(b"8 bytes!"), f"two waiters: {lengths}")
+
+    # A request keeps its group: a split used only for one call.
+    data = np.ones(4, dtype=np.float32)
+    g.split(0).iall_sum(data).wait()
+    expect((data == n).all(), f"iall_sum on a dropped split: {data}")
+
+    # A request dropped unfinished does not wait: its receive stays posted,
+    # and its buffer alive, until the message comes.
+    orphan_buffer = bytearray(3)
+    start = time.monotonic()
+    g.irecv(orphan_buffer, source, tag=22)  # dropped at once
+    expect(time.monotonic() - start < 1, "dropping a pending request waited")
+    g.send(b"abc", to, tag=22)
+    g.barrier()
+    g.all_sum(np.zeros(1))  # later calls take the orphan's message off its peer
+    g.send(b"next", to, tag=22)
+    expect(g.recv_bytes(source, tag=22) == b"next", "the dropped irecv took the first message")
+
+
 def errors(g):
     r, n = g.rank, g.size
     error = expect_raises(rlx.InvalidArgumentError, lambda: g.broadcast(np.zeros(2), n + 5),
@@ -169,6 +214,35 @@ def errors(g):
     expect_raises(rlx.InvalidArgumentError, lambda: g.all_gather(np.zeros(2), np.zeros(2 * n + 1)),
                   "an output of the wrong size")
     expect_raises(rlx.InvalidArgumentError, lambda: g.send(b"x", n), "a rank outside the group")
+    for tag in (-1, 2**32):
+        expect_raises(rlx.InvalidArgumentError, lambda: g.send(b"x", 0, tag=tag), f"tag {tag}")
+    expect_raises(rlx.InvalidArgumentError, lambda: g.broadcast(np.zeros(1), 2**40), "root 2**40")
+    expect_raises(rlx.InvalidArgumentError, lambda: g.all_sum(np.zeros(2), dtype=np.float32),
+                  "dtype= that contradicts the array's own")
+    expect_raises(rlx.InvalidArgumentError, lambda: g.all_sum(np.zeros(2), dtype=5), "dtype=5")
+
+    class Copying:  # .numpy() returns a copy: results would be lost
+        def data_ptr(self):
+            return 1
+
+        def numpy(self):
+            return np.zeros(2)
+
+    expect_raises(rlx.InvalidArgumentError, lambda: g.all_sum(Copying()), "a .numpy() copy")
+
+    class DlpackOnly:  # numpy's view of it is read-only: an input only
+        def __init__(self):
+            self.array = np.arange(2.0)
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    expect_raises(rlx.InvalidArgumentError, lambda: g.all_sum(DlpackOnly()), "a DLPack output")
+    g.send(DlpackOnly(), r, tag=23)
+    expect(g.recv_bytes(r, tag=23) == np.arange(2.0).tobytes(), "a DLPack input")
     if n > 1:
         # A message longer than the buffer: rank 0 receives what rank 1 sent.
         if r == 1:
@@ -190,8 +264,10 @@ def main():
     split(g)
     point_to_point(g)
     nonblocking(g)
+    requests(g)
     errors(g)  # last: a mismatch may leave the group unusable
-    print(f"rank {g.rank} of {g.size} ({g.backend}) ok", flush=True)
+    # One write: mpirun forwards what each write gives it, newline or not.
+    os.write(1, f"rank {g.rank} of {g.size} ({g.backend}) ok\n".encode())
 
 
 if __name__ == "__main__":

@@ -3,6 +3,9 @@
     barrier; every other rank's all_sum raises rlx.PeerLostError naming it.
   faults.py timeout: rank 0 waits for a message rank 1 never sends; with
     RLX_TIMEOUT_S=2 its recv raises rlx.TimeoutError (a builtin TimeoutError).
+  faults.py exit_pending: rank 0 leaves (an uncaught exception) with an
+    irecv pending: it exits at once, not after the deadline, and rank 1's
+    recv raises rlx.PeerLostError.
 Prints "rank R: <ErrorClass> ..." for each error caught as expected."""
 import os
 import sys
@@ -48,5 +51,20 @@ def timeout(g):
     raise AssertionError("recv_bytes returned a message nobody sent")
 
 
+def exit_pending(g):
+    if g.rank == 0:
+        g.irecv(bytearray(4), 1, tag=5)
+        pending = g.irecv(bytearray(4), 1, tag=6)  # noqa: F841 (alive at exit)
+        raise SystemExit(0)
+    start = time.monotonic()
+    try:
+        g.recv_bytes(0, tag=7)
+    except rlx.PeerLostError as error:
+        assert error.peer == 0, error
+        print(f"rank 1: PeerLostError after {time.monotonic() - start:.1f} s", flush=True)
+        return
+    raise AssertionError("recv_bytes returned a message nobody sent")
+
+
 if __name__ == "__main__":
-    {"peer_lost": peer_lost, "timeout": timeout}[sys.argv[1]](rlx.init(strict=True))
+    {"peer_lost": peer_lost, "timeout": timeout, "exit_pending": exit_pending}[sys.argv[1]](rlx.init(strict=True))

@@ -28,4 +28,14 @@ assert out.tolist() == [float(k) for k in range(n) for _ in range(2)], out
 w = torch.ones(4, requires_grad=True)
 g.all_sum(w.detach())
 assert bool((w.detach() == n).all()), w
+# A failed wait releases the tensor's view (a temporary numpy array) with
+# the GIL held (it aborted the interpreter once).
+g.send(b"too long for it", r, tag=5)
+short = g.irecv(torch.zeros(2, dtype=torch.uint8), r, tag=5)
+try:
+    short.wait()
+    raise AssertionError("a 15-byte message fit a 2-byte tensor")
+except rlx.InvalidArgumentError:
+    pass
+assert g.recv_bytes(r, tag=5) == b"too long for it"
 print(f"rank {r} of {n}: torch ok", flush=True)
