@@ -32,33 +32,27 @@ report() {
   violations=$((violations + 1))
 }
 
-check_file() {
-  local file=$1 folder=$2
-  local line number included target
-  while IFS=: read -r number line; do
-    included=${line#*\"}
-    included=${included%%\"*}
-    [[ $included == */* ]] || continue  # a system or same-folder header
-    target=$(dirname "$included")
-    [[ $target == "$folder" ]] && continue
-    if [[ $folder == launcher ]]; then
-      [[ " ${launcher_may_include//$'\n'/ } " == *" $included "* ]] ||
-        report "$file" "$number" "$included" "launcher/ may include only the launch contract"
-      continue
-    fi
-    if [[ -z ${may_include[$folder]+set} ]]; then
-      report "$file" "$number" "$included" "$folder/ is not a known layer"
-      continue
-    fi
-    [[ " ${may_include[$folder]//$'\n'/ } " == *" $target "* ]] ||
-      report "$file" "$number" "$included" "$folder/ may include only: ${may_include[$folder]}"
-  done < <(grep -n '^#include "' "$file" || true)
-}
-
-while IFS= read -r file; do
-  check_file "$file" "$(dirname "$file")"
+# Every quoted include of the library's sources, as FILE:LINE:TEXT, in one grep.
+while IFS=: read -r file number line; do
+  folder=${file%/*}
+  included=${line#*\"}
+  included=${included%%\"*}
+  [[ $included == */* ]] || continue  # a system or same-folder header
+  target=${included%/*}
+  [[ $target == "$folder" ]] && continue
+  if [[ $folder == launcher ]]; then
+    [[ " ${launcher_may_include//$'\n'/ } " == *" $included "* ]] ||
+      report "$file" "$number" "$included" "launcher/ may include only the launch contract"
+    continue
+  fi
+  if [[ -z ${may_include[$folder]+set} ]]; then
+    report "$file" "$number" "$included" "$folder/ is not a known layer"
+    continue
+  fi
+  [[ " ${may_include[$folder]//$'\n'/ } " == *" $target "* ]] ||
+    report "$file" "$number" "$included" "$folder/ may include only: ${may_include[$folder]}"
 done < <(find core transport collectives backends rlx launcher bindings/python \( -name '*.h' -o -name '*.cc' \) \
-  ! -name '*_test.cc' | sort)
+  ! -name '*_test.cc' -print0 | sort -z | xargs -0 grep -Hn '^#include "' || true)
 
 if ((violations > 0)); then
   echo "layering: $violations include(s) point up or sideways; see docs/ARCHITECTURE.md" >&2
