@@ -7,9 +7,9 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
-#include "core/array.h"
-#include "core/eval.h"
-#include "core/ops.h"
+#include "rlx/core/array.h"
+#include "rlx/core/eval.h"
+#include "rlx/core/ops.h"
 
 namespace rlx {
 namespace {

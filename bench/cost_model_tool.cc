@@ -1,6 +1,6 @@
-// cost-model: fits the all-reduce cost model (collectives/cost_model.h) to
+// cost-model: fits the all-reduce cost model (rlx/collectives/cost_model.h) to
 // measured times and predicts with it. bench/scaling drives it; the formulas
-// live only in collectives/cost_model.cc.
+// live only in rlx/collectives/cost_model.cc.
 //
 //   cost-model fit < rows          rows: "algorithm ranks bytes seconds" per line
 //                                  (algorithm: ring | recursive_doubling | shm);
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/cost_model.h"
+#include "rlx/collectives/cost_model.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // carries: encoding and the validating decode, each per header.
 #include <benchmark/benchmark.h>
 
-#include "transport/frame.h"
+#include "rlx/transport/frame.h"
 
 namespace rlx::wire {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "collectives/reduce.h"
+#include "rlx/collectives/reduce.h"
 
 namespace rlx {
 namespace {

@@ -2,14 +2,13 @@
 # and a CMake package so a user project can find_package(rlx) and link rlx::rlx.
 include(CMakePackageConfigHelpers)
 
-foreach(dir core transport transport/rendezvous collectives backends/singleton backends/tcp
-            backends/mpi backends/verbs rlx)
+foreach(dir rlx rlx/core rlx/transport rlx/transport/rendezvous rlx/collectives
+            rlx/backends/singleton rlx/backends/tcp rlx/backends/mpi rlx/backends/verbs)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
   list(FILTER headers EXCLUDE REGEX "_test\\.h$")  # test helpers, which need gtest
-  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/${dir})
+  install(FILES ${headers} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${dir})
 endforeach()
-install(FILES ${PROJECT_BINARY_DIR}/generated/rlx/version.h
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx/rlx)
+install(FILES ${PROJECT_BINARY_DIR}/generated/rlx/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/rlx)
 
 set(RLX_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/rlx)
 install(EXPORT rlxTargets NAMESPACE rlx:: DESTINATION ${RLX_CMAKE_DIR})

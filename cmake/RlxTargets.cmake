@@ -22,16 +22,15 @@ function(rlx_add_c_program name source)
 endfunction()
 
 # rlx_add_library(name SOURCES ... [PUBLIC_LIBS ...] [PRIVATE_LIBS ...])
-# A static library whose headers are included relative to the repository root
-# in the source tree and relative to <prefix>/include/rlx once installed
-# (so <rlx/rlx.h> and "core/dtype.h" resolve the same way in both).
+# A static library whose headers are included as "rlx/...": relative to the
+# repository root in the source tree and to <prefix>/include once installed.
 function(rlx_add_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})
   add_library(${name} STATIC ${ARG_SOURCES})
   add_library(rlx::${name} ALIAS ${name})
   target_include_directories(${name} PUBLIC
     $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
-    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/rlx>)
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${name} PUBLIC ${ARG_PUBLIC_LIBS} PRIVATE ${ARG_PRIVATE_LIBS})
   # Users' programs get C++20 from the target: rlx's headers need it.
   target_compile_features(${name} PUBLIC cxx_std_20)

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "transport/errors.h"
+#include "rlx/transport/errors.h"
 
 namespace rlx {
 namespace {

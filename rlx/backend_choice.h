@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "transport/launch_env.h"
+#include "rlx/transport/launch_env.h"
 
 namespace rlx {
 

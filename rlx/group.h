@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "transport/transport.h"
+#include "rlx/transport/transport.h"
 
 namespace rlx {
 

@@ -3,20 +3,20 @@
 #include <mutex>
 #include <string>
 
-#include "backends/mpi/mpi.h"
-#include "backends/singleton/singleton_transport.h"
-#include "backends/tcp/static_hostfile.h"
-#include "backends/tcp/tcp.h"
-#include "backends/verbs/verbs.h"
-#include "collectives/array_collectives.h"
 #include "rlx/backend_choice.h"
-#include "transport/auth.h"
-#include "transport/endpoint.h"
-#include "transport/launch_env.h"
-#include "transport/log.h"
-#include "transport/rendezvous/pmix_client.h"
-#include "transport/rendezvous/server.h"
-#include "transport/subgroup_setup.h"
+#include "rlx/backends/mpi/mpi.h"
+#include "rlx/backends/singleton/singleton_transport.h"
+#include "rlx/backends/tcp/static_hostfile.h"
+#include "rlx/backends/tcp/tcp.h"
+#include "rlx/backends/verbs/verbs.h"
+#include "rlx/collectives/array_collectives.h"
+#include "rlx/transport/auth.h"
+#include "rlx/transport/endpoint.h"
+#include "rlx/transport/launch_env.h"
+#include "rlx/transport/log.h"
+#include "rlx/transport/rendezvous/pmix_client.h"
+#include "rlx/transport/rendezvous/server.h"
+#include "rlx/transport/subgroup_setup.h"
 
 namespace rlx {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "transport/errors.h"
+#include "rlx/transport/errors.h"
 
 namespace rlx {
 namespace {

@@ -7,13 +7,13 @@
 //   rlx::Group pair = group.split(group.rank() / 2);  // ranks 0-1, 2-3, ...
 #pragma once
 
-#include "collectives/array_collectives.h"  // IWYU pragma: export
-#include "core/core.h"                      // IWYU pragma: export
-#include "core/dtype.h"                     // IWYU pragma: export
-#include "core/error.h"                     // IWYU pragma: export
-#include "core/half.h"                      // IWYU pragma: export
-#include "rlx/group.h"                      // IWYU pragma: export
-#include "rlx/init.h"                       // IWYU pragma: export
-#include "rlx/version.h"                    // IWYU pragma: export
-#include "transport/errors.h"               // IWYU pragma: export
-#include "transport/transport.h"            // IWYU pragma: export
+#include "rlx/collectives/array_collectives.h"  // IWYU pragma: export
+#include "rlx/core/core.h"                      // IWYU pragma: export
+#include "rlx/core/dtype.h"                     // IWYU pragma: export
+#include "rlx/core/error.h"                     // IWYU pragma: export
+#include "rlx/core/half.h"                      // IWYU pragma: export
+#include "rlx/group.h"                          // IWYU pragma: export
+#include "rlx/init.h"                           // IWYU pragma: export
+#include "rlx/transport/errors.h"               // IWYU pragma: export
+#include "rlx/transport/transport.h"            // IWYU pragma: export
+#include "rlx/version.h"                        // IWYU pragma: export

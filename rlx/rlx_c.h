@@ -1,6 +1,6 @@
 /* rlx from C (C11; no C++ types): the process group, every collective and
  * point-to-point call, and non-blocking requests, as the C++ API has them
- * (rlx/rlx.h, transport/transport.h).
+ * (rlx/rlx.h, rlx/transport/transport.h).
  *
  *   rlx_group* world = NULL;
  *   if (rlx_init("any", 0, &world) != RLX_OK) {

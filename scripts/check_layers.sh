@@ -8,23 +8,23 @@ cd "${1:-$(dirname "$0")/..}"
 
 # Each folder and the folders its files may include from (besides itself).
 declare -A may_include=(
-  [core]=""
-  [transport]="core"
-  [transport/rendezvous]="core transport"
-  [transport/shm]="core transport"
-  [collectives]="core transport transport/shm"
-  [backends/singleton]="core transport"
-  [backends/tcp]="core transport transport/rendezvous transport/shm collectives"
-  [backends/mpi]="core transport collectives"
-  [backends/verbs]="core transport transport/rendezvous transport/shm collectives"
-  [rlx]="core transport transport/rendezvous transport/shm collectives backends/singleton backends/tcp
-         backends/mpi backends/verbs"
-  [bindings/python]="rlx core transport"  # the public headers rlx/rlx.h exports
+  [rlx/core]=""
+  [rlx/transport]="rlx/core"
+  [rlx/transport/rendezvous]="rlx/core rlx/transport"
+  [rlx/transport/shm]="rlx/core rlx/transport"
+  [rlx/collectives]="rlx/core rlx/transport rlx/transport/shm"
+  [rlx/backends/singleton]="rlx/core rlx/transport"
+  [rlx/backends/tcp]="rlx/core rlx/transport rlx/transport/rendezvous rlx/transport/shm rlx/collectives"
+  [rlx/backends/mpi]="rlx/core rlx/transport rlx/collectives"
+  [rlx/backends/verbs]="rlx/core rlx/transport rlx/transport/rendezvous rlx/transport/shm rlx/collectives"
+  [rlx]="rlx/core rlx/transport rlx/transport/rendezvous rlx/transport/shm rlx/collectives
+         rlx/backends/singleton rlx/backends/tcp rlx/backends/mpi rlx/backends/verbs"
+  [bindings/python]="rlx rlx/core rlx/transport"  # the public headers rlx/rlx.h exports
 )
 # The launcher shares only the contract with the library: these files.
-launcher_may_include=" transport/launch_env.h transport/endpoint.h transport/rendezvous/server.h
-  transport/auth.h transport/hostfile_reader.h
-  transport/shm/segment.h rlx/version.h "
+launcher_may_include=" rlx/transport/launch_env.h rlx/transport/endpoint.h rlx/transport/rendezvous/server.h
+  rlx/transport/auth.h rlx/transport/hostfile_reader.h
+  rlx/transport/shm/segment.h rlx/version.h "
 
 violations=0
 report() {
@@ -40,9 +40,9 @@ while IFS=: read -r file number line; do
   [[ $included == */* ]] || continue  # a system or same-folder header
   target=${included%/*}
   [[ $target == "$folder" ]] && continue
-  if [[ $folder == launcher ]]; then
+  if [[ $folder == rlx/launcher ]]; then
     [[ " ${launcher_may_include//$'\n'/ } " == *" $included "* ]] ||
-      report "$file" "$number" "$included" "launcher/ may include only the launch contract"
+      report "$file" "$number" "$included" "rlx/launcher/ may include only the launch contract"
     continue
   fi
   if [[ -z ${may_include[$folder]+set} ]]; then
@@ -51,7 +51,7 @@ while IFS=: read -r file number line; do
   fi
   [[ " ${may_include[$folder]//$'\n'/ } " == *" $target "* ]] ||
     report "$file" "$number" "$included" "$folder/ may include only: ${may_include[$folder]}"
-done < <(find core transport collectives backends rlx launcher bindings/python \( -name '*.h' -o -name '*.cc' \) \
+done < <(find rlx bindings/python \( -name '*.h' -o -name '*.cc' \) \
   ! -name '*_test.cc' -print0 | sort -z | xargs -0 grep -Hn '^#include "' || true)
 
 if ((violations > 0)); then

@@ -12,9 +12,9 @@
 #include <sys/socket.h>
 
 #include "bench/sweep_driver.h"
-#include "transport/congestion_control.h"
-#include "transport/launch_env.h"
-#include "transport/socket_io.h"
+#include "rlx/transport/congestion_control.h"
+#include "rlx/transport/launch_env.h"
+#include "rlx/transport/socket_io.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 
 #include <pybind11/pybind11.h>
 
-#include "core/dtype.h"
-#include "transport/transport.h"
+#include "rlx/core/dtype.h"
+#include "rlx/transport/transport.h"
 
 namespace rlx::python {
 

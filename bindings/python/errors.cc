@@ -3,7 +3,7 @@
 #include <new>
 #include <string>
 
-#include "transport/errors.h"
+#include "rlx/transport/errors.h"
 
 namespace py = pybind11;
 

@@ -75,7 +75,7 @@
 #include <unistd.h>
 
 #include "rlx/rlx.h"
-#include "transport/shm/node.h"
+#include "rlx/transport/shm/node.h"
 
 namespace {
 

@@ -14,11 +14,11 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "rlx/transport/frame.h"
+#include "rlx/transport/handshake.h"
+#include "rlx/transport/socket_io.h"
 #include "tests/faults/fault_job.h"
 #include "tests/support/job_harness.h"
-#include "transport/frame.h"
-#include "transport/handshake.h"
-#include "transport/socket_io.h"
 
 namespace rlx::testing {
 namespace {
@@ -280,7 +280,7 @@ void replay_a_handshake(const HostPort& endpoint, const std::string& token, Dead
 // finishes with correct results, the flooded rank's peak memory stays near
 // the others', and each refused attempt is logged at most once. The ranks may
 // open only 256 files: a port takes a quarter of that in handshakes at once
-// (transport/pending_handshakes.h), so the flood waits in the kernel's
+// (rlx/transport/pending_handshakes.h), so the flood waits in the kernel's
 // backlog and never runs the rank out of descriptors.
 TEST(Faults, AThousandStrangersAtOnceLeaveTheJobCorrectAndMemoryBounded) {
   SKIP_UNLESS_BACKEND("tcp", "a flood of TCP connections on the mesh port");

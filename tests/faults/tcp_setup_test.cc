@@ -13,9 +13,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rlx/transport/socket_io.h"
 #include "tests/support/job_harness.h"
 #include "tests/support/local_net.h"
-#include "transport/socket_io.h"
 
 namespace rlx::testing {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "launcher/agent_request.h"
+#include "rlx/launcher/agent_request.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace rlx::launcher;

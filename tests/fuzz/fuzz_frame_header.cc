@@ -4,8 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "transport/frame.h"
-#include "transport/wire.h"
+#include "rlx/transport/frame.h"
+#include "rlx/transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < rlx::wire::kFrameHeaderBytes) return 0;

@@ -1,7 +1,7 @@
 // libFuzzer target: the connection handshake's Hello and Challenge, and the
 // acceptor's refusal rules applied to any Hello that decodes.
-#include "transport/handshake.h"
-#include "transport/wire.h"
+#include "rlx/transport/handshake.h"
+#include "rlx/transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace rlx::wire;

@@ -1,7 +1,7 @@
 // libFuzzer target: every host list rlx reads. The first byte picks the
 // parser: Open MPI's hostfile, -H lists, MLX's JSON host list, the static
 // JSON rank table of RLX_HOSTFILE, or rlxrun's whole reading of a hostfile
-// through the shared bounded reader (transport/hostfile_reader.h), from a
+// through the shared bounded reader (rlx/transport/hostfile_reader.h), from a
 // file: its nesting cap, and its size cap (read_through_a_file). Each either parses or throws its
 // own documented error, never anything else.
 #include <string>
@@ -9,10 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backends/tcp/static_hostfile.h"
-#include "launcher/hostfile.h"
-#include "transport/errors.h"
-#include "transport/hostfile_reader.h"
+#include "rlx/backends/tcp/static_hostfile.h"
+#include "rlx/launcher/hostfile.h"
+#include "rlx/transport/errors.h"
+#include "rlx/transport/hostfile_reader.h"
 
 namespace {
 

@@ -2,9 +2,9 @@
 // The first byte picks the message; tables and waiting notices are signed
 // with the job token first, so the fuzzer reaches the parser behind the MAC
 // check.
-#include "transport/errors.h"
-#include "transport/rendezvous/protocol.h"
-#include "transport/wire.h"
+#include "rlx/transport/errors.h"
+#include "rlx/transport/rendezvous/protocol.h"
+#include "rlx/transport/wire.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace rlx::rendezvous;

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "transport/shm/posted_call.h"
-#include "transport/shm/ring.h"
+#include "rlx/transport/shm/posted_call.h"
+#include "rlx/transport/shm/ring.h"
 
 namespace {
 

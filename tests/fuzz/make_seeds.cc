@@ -6,12 +6,12 @@
 #include <fstream>
 #include <string>
 
-#include "launcher/agent_request.h"
-#include "transport/frame.h"
-#include "transport/handshake.h"
-#include "transport/rendezvous/protocol.h"
-#include "transport/shm/posted_call.h"
-#include "transport/shm/ring.h"
+#include "rlx/launcher/agent_request.h"
+#include "rlx/transport/frame.h"
+#include "rlx/transport/handshake.h"
+#include "rlx/transport/rendezvous/protocol.h"
+#include "rlx/transport/shm/posted_call.h"
+#include "rlx/transport/shm/ring.h"
 
 namespace {
 

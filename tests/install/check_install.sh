@@ -15,6 +15,8 @@ run cmake --build "$work/build"
 test -x "$work/prefix/bin/rlxrun" || { echo "rlxrun was not installed"; exit 1; }
 test_headers=$(find "$work/prefix/include" -name '*_test.h')
 [[ -z $test_headers ]] || { echo "test headers were installed: $test_headers"; exit 1; }
+include_root=$(ls "$work/prefix/include")
+[[ $include_root == rlx ]] || { echo "the include root holds more than rlx/: $include_root"; exit 1; }
 "$work/build/consumer"
 "$work/build/consumer_c"
 # A C program built with pkg-config alone, on librlx_c.so.

@@ -20,9 +20,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "rlx/transport/shm/segment.h"
 #include "tests/support/local_net.h"
 #include "tests/support/subprocess.h"
-#include "transport/shm/segment.h"
 
 namespace rlx::testing {
 namespace {

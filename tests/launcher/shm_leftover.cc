@@ -9,7 +9,7 @@
 
 #include <unistd.h>
 
-#include "transport/shm/segment.h"
+#include "rlx/transport/shm/segment.h"
 
 int main() {
   const char* token = std::getenv("RLX_JOB_TOKEN");

@@ -2,7 +2,7 @@
 // rlx::Transport against MPI_Allreduce (in place, same buffer, same process
 // run), from 4 B to 16 MiB of floats. For reference it also times what the
 // transport would cost if it polled MPI_Iallreduce to keep a throwable
-// deadline, which is why it does not (see backends/mpi/mpi_transport.h).
+// deadline, which is why it does not (see rlx/backends/mpi/mpi_transport.h).
 //
 //   mpirun -np N mpi_overhead_bench [--runs R] [--iterations-scale S]
 //
@@ -22,7 +22,7 @@
 
 #include <mpi.h>
 
-#include "backends/mpi/backoff.h"
+#include "rlx/backends/mpi/backoff.h"
 #include "rlx/rlx.h"
 
 namespace {
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     auto group = rlx::init("mpi");
     bench_size(*group, settings, 4, 20000, "4 B");
     bench_paired(*group, settings, 20000);
-    // Above 4 B the call check is an MPI call of its own (backends/mpi/call_agreement.h).
+    // Above 4 B the call check is an MPI call of its own (rlx/backends/mpi/call_agreement.h).
     bench_size(*group, settings, 64, 20000, "64 B");
     bench_size(*group, settings, 4096, 10000, "4 KiB");
     bench_size(*group, settings, 64 << 10, 2000, "64 KiB");

@@ -1,7 +1,7 @@
 // The Open MPI transport under mpirun -np N. Every rank runs every case in the
 // same order and checks its own results against a reference it computes
 // itself; the program exits non-zero on every rank when any rank failed.
-#include "backends/mpi/mpi_transport.h"
+#include "rlx/backends/mpi/mpi_transport.h"
 
 #include <algorithm>
 #include <array>
@@ -20,8 +20,8 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
-#include "backends/mpi/call_agreement.h"
-#include "backends/mpi/watchdog.h"
+#include "rlx/backends/mpi/call_agreement.h"
+#include "rlx/backends/mpi/watchdog.h"
 #include "rlx/rlx.h"
 #include "tests/support/collective_checks.h"
 #include "tests/support/reduce_reference.h"

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include "rlx/transport/transport.h"
 #include "tests/support/reduce_reference.h"
-#include "transport/transport.h"
 
 namespace rlx::testing {
 

@@ -9,9 +9,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launcher/local_process.h"
-#include "transport/launch_env.h"
-#include "transport/shm/segment.h"
+#include "rlx/launcher/local_process.h"
+#include "rlx/transport/launch_env.h"
+#include "rlx/transport/shm/segment.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "transport/rendezvous/server.h"
+#include "rlx/transport/rendezvous/server.h"
 
 namespace rlx::testing {
 

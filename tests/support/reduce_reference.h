@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "core/dtype.h"
-#include "transport/transport.h"
+#include "rlx/core/dtype.h"
+#include "rlx/transport/transport.h"
 
 namespace rlx::testing {
 

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launcher/local_process.h"
+#include "rlx/launcher/local_process.h"
 
 extern char** environ;
 

@@ -13,10 +13,10 @@
 #include <rdma/rdma_cma.h>
 #include <signal.h>
 
+#include "rlx/transport/handshake.h"
+#include "rlx/transport/socket_io.h"
 #include "tests/faults/fault_job.h"
 #include "tests/support/job_harness.h"
-#include "transport/handshake.h"
-#include "transport/socket_io.h"
 
 namespace rlx::testing {
 namespace {

@@ -1,0 +1,106 @@
+#include "rlx/transport/collective_stream.h"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace rlx {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(CollectiveStream, JobsRunOneAtATimeInTheOrderSubmitted) {
+  CollectiveStream stream;
+  std::vector<int> order;
+  std::atomic<int> running{0};
+  std::vector<Request> requests;
+  for (int i = 0; i < 20; ++i) {
+    requests.push_back(stream.submit([&, i] {
+      EXPECT_EQ(running.fetch_add(1), 0);
+      order.push_back(i);
+      running.fetch_sub(1);
+    }));
+  }
+  // A blocking call issued behind them runs after all of them.
+  EXPECT_TRUE(stream.run_in_order([&] { order.push_back(100); }));
+  for (const Request& request : requests) EXPECT_TRUE(request.test());
+  ASSERT_EQ(order.size(), 21u);
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(order[static_cast<std::size_t>(i)], i);
+  EXPECT_EQ(order.back(), 100);
+}
+
+TEST(CollectiveStream, AJobsErrorIsThrownByWaitAndTest) {
+  CollectiveStream stream;
+  const Request failing = stream.submit([] { throw std::runtime_error("peer lost"); });
+  EXPECT_THROW(failing.wait(), std::runtime_error);
+  EXPECT_THROW(failing.test(), std::runtime_error);
+  EXPECT_NO_THROW(stream.submit([] {}).wait());  // the stream itself carries on
+}
+
+TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedNotQueued) {
+  CollectiveStream stream;
+  std::promise<void> entered, leave;
+  std::thread first([&] {
+    stream.run_in_order([&] {
+      entered.set_value();
+      leave.get_future().wait();
+    });
+  });
+  entered.get_future().wait();
+  bool ran = false;
+  EXPECT_FALSE(stream.run_in_order([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  leave.set_value();
+  first.join();
+  EXPECT_TRUE(stream.run_in_order([&] { ran = true; }));
+  EXPECT_TRUE(ran);
+}
+
+TEST(CollectiveStream, StopFinishesTheRunningJobAndFailsTheQueuedOnes) {
+  CollectiveStream stream;
+  std::promise<void> started, release;
+  const std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> finished{false};
+  const Request running = stream.submit([&] {
+    started.set_value();
+    released.wait();
+    finished = true;
+  });
+  const Request queued = stream.submit([] { ADD_FAILURE() << "ran after stop"; });
+  started.get_future().wait();
+  std::thread stopper([&] { stream.stop(std::make_exception_ptr(std::runtime_error("closed"))); });
+  // Once stop has begun, new work fails at once; only then may the running
+  // job end (else the stream could start the queued one first). Probes
+  // submitted before that are queued, and stop fails them with the rest.
+  bool stopping = false;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!stopping && std::chrono::steady_clock::now() < deadline) {
+    try {
+      stream.submit([] {}).test();
+      std::this_thread::yield();
+    } catch (const std::runtime_error&) {
+      stopping = true;
+    }
+  }
+  EXPECT_TRUE(stopping);
+  release.set_value();
+  stopper.join();
+  EXPECT_TRUE(finished);
+  EXPECT_NO_THROW(running.wait());
+  EXPECT_THROW(queued.wait(), std::runtime_error);
+  EXPECT_THROW(stream.submit([] {}).wait(), std::runtime_error);
+}
+
+TEST(CollectiveStream, ADefaultRequestHasCompleted) {
+  const Request done;
+  EXPECT_TRUE(done.test());
+  EXPECT_NO_THROW(done.wait());
+}
+
+}  // namespace
+}  // namespace rlx

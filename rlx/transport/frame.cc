@@ -1,0 +1,88 @@
+#include "rlx/transport/frame.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "rlx/transport/wire.h"
+
+namespace rlx::wire {
+
+EncodedHeader encode(const FrameHeader& h) {
+  wire::ByteWriter w;
+  w.u32(kFrameMagic);
+  w.u8(static_cast<std::uint8_t>(h.kind));
+  w.u8(static_cast<std::uint8_t>(h.collective));
+  w.u8(static_cast<std::uint8_t>(h.op));
+  w.u8(static_cast<std::uint8_t>(h.dtype));
+  w.u32(h.tag);
+  w.u32(static_cast<std::uint32_t>(h.root + 1));  // 0: no root
+  w.u64(h.sequence);
+  w.u64(h.count);
+  w.u64(h.length);
+  EncodedHeader out;
+  std::copy(w.bytes().begin(), w.bytes().end(), out.begin());
+  return out;
+}
+
+FrameHeader decode(std::span<const std::byte, kFrameHeaderBytes> bytes) {
+  wire::ByteReader r(bytes);
+  if (r.u32() != kFrameMagic) throw wire::DecodeError("bad frame magic (not an rlx stream)");
+  FrameHeader h;
+  const std::uint8_t kind = r.u8(), collective = r.u8(), op = r.u8(), dtype = r.u8();
+  if (kind < 1 || kind > 6) throw wire::DecodeError("unknown frame kind " + std::to_string(kind));
+  h.kind = static_cast<FrameKind>(kind);
+  if (!valid_call_fields(collective, op, dtype)) {
+    throw wire::DecodeError("invalid collective descriptor in frame header");
+  }
+  h.collective = static_cast<CollectiveKind>(collective);
+  h.op = static_cast<ReduceOp>(op);
+  h.dtype = static_cast<Dtype>(dtype);
+  h.tag = r.u32();
+  const std::uint32_t root_plus_one = r.u32();
+  if (root_plus_one > (1u << 30)) throw wire::DecodeError("invalid root in frame header");
+  h.root = static_cast<std::int32_t>(root_plus_one) - 1;
+  h.sequence = r.u64();
+  h.count = r.u64();
+  h.length = r.u64();
+  return h;
+}
+
+FrameHeader collective_header(const CollectiveCall& call, std::uint32_t step,
+                              std::uint64_t length) {
+  return {.kind = FrameKind::collective,
+          .tag = step,
+          .sequence = call.sequence,
+          .length = length,
+          .collective = call.kind,
+          .op = call.op,
+          .dtype = call.dtype,
+          .count = call.count,
+          .root = call.root};
+}
+
+CollectiveCall call_of(const FrameHeader& h) {
+  return {h.collective, h.op, h.dtype, h.count, h.sequence, h.root};
+}
+
+FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t length) {
+  const int blamed = error.peer() >= 0 ? error.peer() : self;
+  return {.kind = FrameKind::abort,
+          .tag = static_cast<std::uint32_t>(error.kind()),
+          .sequence = static_cast<std::uint64_t>(blamed) + 1,
+          .length = length};
+}
+
+CollectiveError relayed_failure(const FrameHeader& header, std::string_view text, int sender,
+                                ErrorSite site) {
+  const auto kind = header.tag <= static_cast<std::uint32_t>(ErrorKind::resource_exhausted)
+                        ? static_cast<ErrorKind>(header.tag)
+                        : ErrorKind::protocol_violation;
+  const bool names_a_rank =
+      header.sequence >= 1 && header.sequence <= static_cast<std::uint64_t>(site.world_size);
+  site.peer = names_a_rank ? static_cast<int>(header.sequence - 1) : sender;
+  return CollectiveError(kind, std::move(site),
+                         "rank " + std::to_string(sender) + " failed: " + std::string(text));
+}
+
+}  // namespace rlx::wire
