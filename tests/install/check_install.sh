@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
 # Installs the build tree to a scratch prefix, then configures, builds and runs
 # a small outside project that finds rlx with find_package(rlx), and builds
-# its C program again with pkg-config alone.
+# its C program again with pkg-config alone. Then builds the project again on
+# what a machine without the MPI, verbs and PMIx development files sees (a
+# mount namespace hides them): rlx::rlx links their stubs, and requiring one
+# of them fails.
+# Usage: check_install.sh BUILD_DIR CONSUMER_SRC WORK "COMPONENTS BUILT"
 set -euo pipefail
-build_dir=$1 consumer_src=$2 work=$3
+build_dir=$1 consumer_src=$2 work=$3 built=${4:-}
 rm -rf "$work"
 log=$work.log
 # Quiet on success; the whole log on failure.
 run() { "$@" >>"$log" 2>&1 || { cat "$log"; exit 1; }; }
 : >"$log"
 run cmake --install "$build_dir" --prefix "$work/prefix"
-run cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix"
+run cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  "-DRLX_COMPONENTS=${built// /;}"
 run cmake --build "$work/build"
 test -x "$work/prefix/bin/rlxrun" || { echo "rlxrun was not installed"; exit 1; }
 test_headers=$(find "$work/prefix/include" -name '*_test.h')
 [[ -z $test_headers ]] || { echo "test headers were installed: $test_headers"; exit 1; }
 include_root=$(ls "$work/prefix/include")
 [[ $include_root == rlx ]] || { echo "the include root holds more than rlx/: $include_root"; exit 1; }
-"$work/build/consumer"
+# Every optional part this rlx was built with is found here, so each links for real.
+expected="consumer: linked"
+for part in mpi verbs pmix; do
+  if [[ " $built " == *" $part "* ]]; then expected+=" $part 1"; else expected+=" $part 0"; fi
+done
+output=$("$work/build/consumer")
+echo "$output"
+grep -qx "$expected" <<<"$output" || { echo "expected '$expected'"; exit 1; }
 "$work/build/consumer_c"
 # A C program built with pkg-config alone, on librlx_c.so.
 PKG_CONFIG_PATH=$(dirname "$(find "$work/prefix" -name rlx.pc)")
@@ -42,3 +54,41 @@ elif grep -q "^RLX_PYTHON_INSTALL_DIR" "$build_dir/CMakeCache.txt"; then
   echo "the Python module was built but not installed"
   exit 1
 fi
+
+# A machine without the optional parts' development files.
+without_optional_dev_files() {
+  local as_root=()
+  ((EUID == 0)) || as_root=(--user --map-root-user)
+  unshare "${as_root[@]}" --mount --propagation private bash -c '
+    set -e
+    empty=$(mktemp -d)
+    for dir in /usr/lib/x86_64-linux-gnu/openmpi/include /usr/include/infiniband /usr/include/rdma \
+               /usr/lib/x86_64-linux-gnu/pmix2/include; do
+      [[ ! -d $dir ]] || mount --bind "$empty" "$dir"
+    done
+    for wrapper in mpicc mpicxx; do
+      path=$(command -v "$wrapper") || continue
+      mount --bind /dev/null "$(readlink -f "$path")"
+    done
+    for module in libibverbs librdmacm pmix mpi mpi-c mpi-cxx mpi-fort ompi ompi-c ompi-cxx ompi-fort orte; do
+      dir=$(pkg-config --variable=pcfiledir "$module" 2>/dev/null) || continue
+      mount --bind /dev/null "$dir/$module.pc"
+    done
+    exec "$@"' bash "$@"
+}
+run without_optional_dev_files cmake -S "$consumer_src" -B "$work/core-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$work/prefix"
+run without_optional_dev_files cmake --build "$work/core-build"
+output=$("$work/core-build/consumer")
+echo "$output"
+grep -qx "consumer: linked mpi 0 verbs 0 pmix 0" <<<"$output" ||
+  { echo "expected the stubs without the development files"; exit 1; }
+for part in $built; do
+  if without_optional_dev_files cmake -S "$consumer_src" -B "$work/required-$part" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$work/prefix" -DRLX_COMPONENTS="$part" >"$work/required-$part.log" 2>&1; then
+    echo "find_package(rlx COMPONENTS $part) succeeded without its development files"
+    exit 1
+  fi
+  grep -q "rlx component $part: " "$work/required-$part.log" || { cat "$work/required-$part.log"; exit 1; }
+done
+echo "core install: builds without the MPI, verbs and PMIx development files"
