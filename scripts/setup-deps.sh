@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config clang-format
-  libboost-dev libssl-dev libopenblas-dev nlohmann-json3-dev
+  libboost-dev libboost-program-options-dev libssl-dev libopenblas-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
   libibverbs-dev librdmacm-dev
   libpmix-dev slurm-wlm  # joining PMIx jobs; tests/slurm: a real slurmctld and slurmd

@@ -11,7 +11,7 @@
 namespace rlx::launcher {
 namespace {
 
-constexpr std::string_view kMagic = "RLXAGENT1\n";
+constexpr std::string_view kMagic = "RLXAGENT2\n";
 constexpr std::size_t kMaxBytes = std::size_t{1} << 20;
 constexpr std::size_t kMaxEntries = 4096;
 
@@ -26,7 +26,7 @@ class Reader {
     for (char want : kMagic) {
       const auto got = take("the header");
       if (got != want)
-        fail("does not start with RLXAGENT1 (is rlxrun the same version on both hosts?)");
+        fail("does not start with RLXAGENT2 (is rlxrun the same version on both hosts?)");
     }
   }
 
@@ -80,6 +80,15 @@ AgentRequest read_with(Reader& reader) {
   const std::size_t argc = reader.count("the argument count");
   if (argc == 0) reader.fail("has no program to run");
   for (std::size_t i = 0; i < argc; ++i) request.argv.push_back(reader.field("an argument"));
+  const std::size_t bind_to = reader.count("the binding");
+  if (bind_to > static_cast<std::size_t>(BindTo::hwthread)) reader.fail("names no binding");
+  request.bind_to = static_cast<BindTo>(bind_to);
+  request.local_rank = static_cast<int>(reader.count("the local rank"));
+  request.local_size = static_cast<int>(reader.count("the local size"));
+  if (request.local_rank >= request.local_size) {
+    reader.fail("puts local rank " + std::to_string(request.local_rank) + " among " +
+                std::to_string(request.local_size));
+  }
   return request;
 }
 
@@ -96,6 +105,9 @@ std::string encode_agent_request(const AgentRequest& request) {
   field(request.cwd);
   field(std::to_string(request.argv.size()));
   for (const auto& arg : request.argv) field(arg);
+  field(std::to_string(static_cast<int>(request.bind_to)));
+  field(std::to_string(request.local_rank));
+  field(std::to_string(request.local_size));
   return out;
 }
 

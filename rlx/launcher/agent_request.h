@@ -3,9 +3,10 @@
 // travels on ssh's stdin, never on a command line, because it holds the job
 // token and `ps` shows command lines to every user of the host.
 //
-// Wire format: "RLXAGENT1\n", then NUL-terminated fields: the number of
+// Wire format: "RLXAGENT2\n", then NUL-terminated fields: the number of
 // environment entries, each "NAME=VALUE", the working directory (empty: the
-// login directory), the number of arguments, each argument. Whatever follows
+// login directory), the number of arguments, each argument, then the binding:
+// the BindTo as a number, the local rank and the local size. Whatever follows
 // is the rank's own stdin.
 #pragma once
 
@@ -13,12 +14,17 @@
 #include <string>
 #include <vector>
 
+#include "rlx/launcher/binding.h"
+
 namespace rlx::launcher {
 
 struct AgentRequest {
   std::vector<std::string> environment;  // "NAME=VALUE", added to the login environment
   std::string cwd;
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  BindTo bind_to = BindTo::none;  // the agent binds the rank by its own host's cores
+  int local_rank = 0;
+  int local_size = 1;
   friend bool operator==(const AgentRequest&, const AgentRequest&) = default;
 };
 

@@ -9,11 +9,14 @@ namespace {
 const AgentRequest kRequest{
     .environment = {"RLX_RANK=3", "RLX_JOB_TOKEN=secret", "EMPTY=", "WITH_NEWLINE=a\nb"},
     .cwd = "/home/some dir",
-    .argv = {"./prog", "--flag", "", "two words"}};
+    .argv = {"./prog", "--flag", "", "two words"},
+    .bind_to = BindTo::core,
+    .local_rank = 2,
+    .local_size = 4};
 
-// "RLXAGENT1\n" and then each field NUL-terminated.
+// "RLXAGENT2\n" and then each field NUL-terminated.
 std::string request_of(std::initializer_list<std::string_view> fields) {
-  std::string out = "RLXAGENT1\n";
+  std::string out = "RLXAGENT2\n";
   for (auto field : fields) (out += field) += '\0';
   return out;
 }
@@ -47,13 +50,16 @@ TEST(AgentRequest, ReadingFromAPipeLeavesWhatFollowsForTheRank) {
 TEST(AgentRequest, MalformedRequestsSayWhatIsWrong) {
   const std::string good = encode_agent_request(kRequest);
   expect_rejected("", "ended inside the header");
-  expect_rejected("SSH-2.0-OpenSSH\n", "does not start with RLXAGENT1");
-  expect_rejected(good.substr(0, good.size() - 3), "ended inside an argument");
+  expect_rejected("SSH-2.0-OpenSSH\n", "does not start with RLXAGENT2");
+  expect_rejected(good.substr(0, good.size() - 3), "ended inside the local rank");
   expect_rejected(good + "x", "1 bytes after it");
   expect_rejected(request_of({"99999"}), "not a count from 0 to 4096");
   expect_rejected(request_of({"-1"}), "not a count from 0 to 4096");
   expect_rejected(request_of({"1", "NOEQUALS"}), "without NAME=");
   expect_rejected(request_of({"0", "/", "0"}), "no program to run");
+  expect_rejected(request_of({"0", "/", "1", "p", "4", "0", "1"}), "names no binding");
+  expect_rejected(request_of({"0", "/", "1", "p", "2", "1", "1"}), "local rank 1 among 1");
+  expect_rejected(request_of({"0", "/", "1", "p", "2", "0"}), "ended inside the local size");
   expect_rejected(request_of({"1", "A=" + std::string(std::size_t{2} << 20, 'x')}),
                   "larger than 1 MiB");
 }

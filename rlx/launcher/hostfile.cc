@@ -1,5 +1,6 @@
 #include "rlx/launcher/hostfile.h"
 
+#include <algorithm>
 #include <charconv>
 #include <sstream>
 
@@ -242,16 +243,26 @@ HostList read_hostfile(const std::string& path, std::chrono::milliseconds connec
 }
 
 std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int ranks,
-                                   bool oversubscribe) {
+                                   bool oversubscribe, MapBy map_by) {
   std::vector<int> used(hosts.size(), 0);
   std::vector<std::size_t> host_of;
   int capacity = 0;
-  for (std::size_t h = 0; h < hosts.size(); ++h) {
-    for (int s = 0; s < hosts[h].slots && static_cast<int>(host_of.size()) < ranks; ++s) {
+  for (const HostSlots& host : hosts) capacity += host.slots;
+  const int fitting = std::min(ranks, capacity);
+  if (map_by == MapBy::node) {
+    for (std::size_t h = 0; static_cast<int>(host_of.size()) < fitting;
+         h = (h + 1) % hosts.size()) {
+      if (used[h] >= hosts[h].slots) continue;
       host_of.push_back(h);
       ++used[h];
     }
-    capacity += hosts[h].slots;
+  } else {
+    for (std::size_t h = 0; h < hosts.size(); ++h) {
+      for (int s = 0; s < hosts[h].slots && static_cast<int>(host_of.size()) < fitting; ++s) {
+        host_of.push_back(h);
+        ++used[h];
+      }
+    }
   }
   if (static_cast<int>(host_of.size()) < ranks && !oversubscribe) {
     throw HostfileError(std::to_string(ranks) + " ranks do not fit in " + std::to_string(capacity) +

@@ -17,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "rlx/launcher/binding.h"
+
 namespace rlx::launcher {
 
 // A malformed host list; what() names the file, the line and what was expected.
@@ -56,13 +58,15 @@ struct Placement {
   int local_size = 0;
   std::string address;            // the host's, when the hostfile names one
   std::vector<std::string> envs;  // the hostfile's "NAME=value" for every rank
+  std::vector<int> cpus;          // a local rank's binding (binding.h); empty: none
 };
 
 // Ranks fill each host's slots in order. More ranks than slots is an error
 // unless `oversubscribe`, which then deals the extra ranks round-robin over
 // hosts below their max_slots. Throws HostfileError saying how many fit.
+// --map-by node deals the ranks round-robin over the hosts' slots instead.
 std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int ranks,
-                                   bool oversubscribe);
+                                   bool oversubscribe, MapBy map_by = MapBy::slot);
 
 // True for names and addresses of this machine ("localhost", 127.x, ::1,
 // its hostname, the addresses of its interfaces): those ranks are forked, not ssh'd.

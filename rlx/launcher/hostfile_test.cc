@@ -102,6 +102,23 @@ TEST(Placement, FillsSlotsInOrderAndCountsLocalRanks) {
   EXPECT_EQ(placed[2].local_rank, 0);
 }
 
+TEST(Placement, MapByNodeDealsRanksRoundRobinWithinSlots) {
+  const auto placed =
+      place_ranks({{"a", 3, {}}, {"b", 1, {}}, {"c", 2, {}}}, 5, false, MapBy::node);
+  std::string hosts;
+  for (const auto& p : placed) hosts += p.host;
+  EXPECT_EQ(hosts, "abcac");  // b's one slot is full after the first round
+  EXPECT_EQ(placed[3].local_rank, 1);
+  EXPECT_EQ(placed[4].local_rank, 1);
+  EXPECT_EQ(placed[0].local_size, 2);
+  EXPECT_EQ(placed[1].local_size, 1);
+  expect_error(
+      [] {
+        place_ranks({{"a", 1, {}}, {"b", 1, {}}}, 3, false, MapBy::node);
+      },
+      "--oversubscribe");
+}
+
 TEST(Placement, MoreRanksThanSlotsNeedsOversubscribeAndRespectsMaxSlots) {
   expect_error([] { place_ranks({{"a", 2, {}}}, 3, false); }, "--oversubscribe");
   const auto placed = place_ranks({{"a", 1, 2}, {"b", 1, {}}}, 5, true);

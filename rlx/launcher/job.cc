@@ -233,8 +233,17 @@ std::vector<Placement> plan_placement(Options& options) {
     }
     options.num_ranks = static_cast<int>(slots);
   }
-  auto placements = place_ranks(list.hosts, options.num_ranks, options.oversubscribe);
-  for (Placement& placement : placements) placement.envs = list.envs;
+  auto placements =
+      place_ranks(list.hosts, options.num_ranks, options.oversubscribe, options.map_by);
+  const CpuTopology topology = this_host_topology();
+  for (Placement& placement : placements) {
+    placement.envs = list.envs;
+    // Remote ranks' agents bind them, by their own host's cores.
+    if (is_local_host(placement.host)) {
+      placement.cpus =
+          cpus_for_rank(options.bind_to, placement.local_rank, placement.local_size, topology);
+    }
+  }
   return placements;
 }
 
@@ -423,20 +432,24 @@ void Job::start_ranks(const std::string& rendezvous_address,
 // `rlxrun --remote-agent` there, told the rank's environment through stdin.
 ChildProcess Job::start_rank(int rank, const std::string& token, const std::string& coordinator) {
   const RankState& state = ranks_[static_cast<std::size_t>(rank)];
-  const auto variables = rank_variables(options_, rank, placements_[static_cast<std::size_t>(rank)],
-                                        token, coordinator, master_);
+  const Placement& placement = placements_[static_cast<std::size_t>(rank)];
+  const auto variables = rank_variables(options_, rank, placement, token, coordinator, master_);
   if (!state.remote) {
     return spawn_local({.argv = options_.program,
                         .environment = environment_with(variables, is_rlx_variable),
                         .cwd = options_.cwd,
-                        .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null});
+                        .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null,
+                        .cpus = placement.cpus});
   }
   ChildProcess child = spawn_local({.argv = agent_argv(options_, state.host),
                                     .environment = environment_with({}, is_rlx_variable),
                                     .stdin_mode = StdinMode::pipe});
   const AgentRequest request{.environment = variables,
                              .cwd = options_.cwd.empty() ? current_directory() : options_.cwd,
-                             .argv = options_.program};
+                             .argv = options_.program,
+                             .bind_to = options_.bind_to,
+                             .local_rank = placement.local_rank,
+                             .local_size = placement.local_size};
   write_all(child.stdin_fd, encode_agent_request(request));
   if (rank == 0) {
     stdin_relay_.start(child.stdin_fd);
@@ -649,6 +662,7 @@ void print_dry_run(const Options& options, const std::vector<Placement>& placed)
       }
       line += " <<< (over stdin)";
     }
+    if (!where.cpus.empty()) line += " (bound to CPUs " + cpu_list(where.cpus) + ")";
     if (!options.cwd.empty()) line += " cd " + options.cwd + " &&";
     for (const auto& entry : rank_variables(options, r, where, "<secret>", "<rlxrun's address>",
                                             {"<rank 0's address>", "<a free port there>"})) {

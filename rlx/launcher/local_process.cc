@@ -11,6 +11,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "rlx/launcher/binding.h"
+
 extern char** environ;
 
 namespace rlx::launcher {
@@ -49,6 +51,11 @@ struct ChildPipes {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
   signal(SIGPIPE, SIG_DFL);
+  if (!bind_to_cpus(spec.cpus)) {
+    const int code = -errno;  // negative: the binding failed, not the exec
+    (void)!write(exec_error.write_end, &code, sizeof code);
+    _exit(127);
+  }
   if (spec.stdin_mode == StdinMode::null) {
     const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     dup2(null_fd, STDIN_FILENO);
@@ -127,6 +134,10 @@ ChildProcess spawn_local(const SpawnSpec& spec) {
   close_fd(pipes.exec_error.read_end);
   if (got == sizeof code) {
     for (int* fd : {&pipes.out.read_end, &pipes.err.read_end, &pipes.in.write_end}) close_fd(*fd);
+    if (code < 0) {
+      throw std::runtime_error("cannot bind '" + spec.argv[0] + "' to CPUs " + cpu_list(spec.cpus) +
+                               ": " + strerror(-code));
+    }
     throw std::runtime_error("cannot start '" + spec.argv[0] + "'" +
                              (spec.cwd.empty() ? "" : " in '" + spec.cwd + "'") + ": " +
                              strerror(code));

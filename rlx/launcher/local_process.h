@@ -21,6 +21,7 @@ struct SpawnSpec {
   std::string cwd;                       // empty: the launcher's own
   StdinMode stdin_mode = StdinMode::null;
   bool capture_output = true;  // otherwise the child writes to our stdout and stderr
+  std::vector<int> cpus;       // the CPUs it may run on (binding.h); empty: all of ours
 };
 
 struct ChildProcess {

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <boost/program_options.hpp>
+
 #include "rlx/launcher/remote_launch.h"
 #include "rlx/transport/launch_env.h"
 
@@ -31,6 +33,20 @@ std::chrono::milliseconds parse_seconds(std::string_view flag, std::string_view 
                      "': expected a number of seconds above 0");
   }
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
+}
+
+BindTo parse_bind_to(std::string_view text) {
+  for (BindTo policy : {BindTo::core, BindTo::hwthread, BindTo::none}) {
+    if (text == name_of(policy)) return policy;
+  }
+  throw UsageError("--bind-to '" + std::string(text) + "': expected core, hwthread or none");
+}
+
+MapBy parse_map_by(std::string_view text) {
+  for (MapBy policy : {MapBy::slot, MapBy::node}) {
+    if (text == name_of(policy)) return policy;
+  }
+  throw UsageError("--map-by '" + std::string(text) + "': expected slot or node");
 }
 
 // NAME=VALUE; with `pass_on` (mpirun's -x) also a bare NAME, whose value is
@@ -63,131 +79,162 @@ std::pair<std::string, std::string> parse_env_assignment(std::string_view flag,
   return {name, std::string(text.substr(eq + 1))};
 }
 
-// Walks the arguments; flags take their value as the next argument or after '='.
-class ArgReader {
- public:
-  explicit ArgReader(const std::vector<std::string>& args) : args_(args) {}
+// The key of the program's words. No flag can spell it: the parser ends a
+// flag's name at '=', so "--program=" is the unknown option "--program".
+constexpr const char* kProgram = "program=";
 
-  bool done() const { return index_ >= args_.size(); }
-  std::string_view peek() const { return args_[index_]; }
-  std::vector<std::string> rest() { return {args_.begin() + index_, args_.end()}; }
-
-  // Consumes the switch `flag`, which takes no value ("--tag-output=no" is an
-  // error, not a switch turned on); false when the next argument is another.
-  bool take_switch(std::string_view flag) {
-    const std::string_view arg = peek();
-    if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
-      throw UsageError(std::string(flag) + " takes no value: '" + std::string(arg) + "'");
-    }
-    if (arg != flag) return false;
-    ++index_;
-    return true;
-  }
-
-  // Consumes `flag` (as "flag" or "flag=value", and a one-letter "-n" also as
-  // "-n4"); returns false when the next argument is another.
-  bool take_flag(std::string_view flag) {
-    const std::string_view arg = peek();
-    if (arg == flag) {
-      ++index_;
-      inline_value_.reset();
-      return true;
-    }
-    if (arg.size() > flag.size() && arg.starts_with(flag) && arg[flag.size()] == '=') {
-      inline_value_ = std::string(arg.substr(flag.size() + 1));
-      ++index_;
-      return true;
-    }
-    if (flag.size() == 2 && arg.size() > 2 && arg.starts_with(flag) &&
-        std::isdigit(static_cast<unsigned char>(arg[2]))) {
-      inline_value_ = std::string(arg.substr(2));
-      ++index_;
-      return true;
-    }
-    return false;
-  }
-
-  std::string value_of(std::string_view flag) {
-    if (inline_value_) return *std::exchange(inline_value_, std::nullopt);
-    if (done()) throw UsageError(std::string(flag) + " needs a value");
-    return args_[index_++];
-  }
-
- private:
-  const std::vector<std::string>& args_;
-  std::size_t index_ = 0;
-  std::optional<std::string> inline_value_;
-};
-
-bool take_switch(ArgReader& reader, Options& options) {
-  if (reader.take_switch("--help") || reader.take_switch("-h")) {
-    options.show_help = true;
-  } else if (reader.take_switch("--version")) {
-    options.show_version = true;
-  } else if (reader.take_switch("--dry-run")) {
-    options.dry_run = true;
-  } else if (reader.take_switch("--tag-output")) {
-    options.tag_output = true;
-  } else if (reader.take_switch("--no-tag-output")) {
-    options.tag_output = false;
-  } else if (reader.take_switch("--timestamp-output")) {
-    options.timestamp_output = true;
-  } else if (reader.take_switch("--oversubscribe")) {
-    options.oversubscribe = true;
-  } else {
-    return false;
-  }
-  return true;
+// rlxrun's vocabulary for Boost.Program_options. Values are checked after
+// parsing (parse_rank_count, ...) so that every error names the flag as typed.
+boost::program_options::options_description vocabulary() {
+  namespace po = boost::program_options;
+  po::options_description flags;
+  auto text = [] { return po::value<std::string>(); };
+  auto texts = [] { return po::value<std::vector<std::string>>()->composing(); };
+  flags.add_options()           // as mpirun and torchrun users spell them
+      ("help,h", "")            // switches: zero tokens, so "--help=me" is an error
+      ("version", "")           //
+      ("dry-run", "")           //
+      ("tag-output", "")        //
+      ("no-tag-output", "")     //
+      ("timestamp-output", "")  //
+      ("oversubscribe", "")     //
+      (",n", text())            // -n 4, -n4
+      ("np", text())            // -np 4, --np 4, --np=4
+      ("backend", text())       //
+      ("ifname", text())        //
+      ("timeout", text())       //
+      ("env", texts())          //
+      (",x", texts())           //
+      ("cwd", text())           //
+      ("output-dir", text())    //
+      ("hostfile", text())      //
+      ("host,H", text())        //
+      ("rsh", text())           //
+      ("bind-to", text())       //
+      ("map-by", text())        //
+      (kProgram, texts()->multitoken());
+  return flags;
 }
 
-bool take_valued(ArgReader& reader, Options& options) {
-  if (reader.take_flag("-np") || reader.take_flag("--np") || reader.take_flag("-n")) {
-    options.num_ranks = parse_rank_count(reader.value_of("-n"));
-  } else if (reader.take_flag("--backend")) {
-    options.backend = reader.value_of("--backend");
-    if (options.backend != "tcp" && options.backend != "verbs" && options.backend != "any") {
-      throw UsageError("--backend '" + options.backend + "': expected tcp, verbs or any");
+// Everything from the first word that is not an option on is the program and
+// its arguments, options or not ("rlxrun -n 2 ./prog -n 7"). A last word
+// alone is left to the positional rule, which makes it the program too:
+// Boost also asks this parser about a flag's value ("--hostfile hostfile"),
+// one word at a time, and a value must not read as the program.
+std::vector<boost::program_options::option> program_and_rest(std::vector<std::string>& words) {
+  if (words.size() < 2 || words.front().starts_with("-")) {
+    // A lone "-" names no program; Boost would take it for one.
+    if (words.size() > 1 && words.front() == "-") {
+      throw boost::program_options::unknown_option("-");
     }
-  } else if (reader.take_flag("--ifname")) {
-    options.ifname = reader.value_of("--ifname");
-  } else if (reader.take_flag("--timeout")) {
-    options.job_timeout = parse_seconds("--timeout", reader.value_of("--timeout"));
-  } else if (reader.take_flag("--env")) {
-    options.env.push_back(parse_env_assignment("--env", reader.value_of("--env"), false));
-  } else if (reader.take_flag("-x")) {
-    options.env.push_back(parse_env_assignment("-x", reader.value_of("-x"), true));
-  } else if (reader.take_flag("--cwd")) {
-    options.cwd = reader.value_of("--cwd");
-  } else if (reader.take_flag("--output-dir")) {
-    options.output_dir = reader.value_of("--output-dir");
-  } else if (reader.take_flag("--hostfile")) {
-    options.hostfile = reader.value_of("--hostfile");
-  } else if (reader.take_flag("-H") || reader.take_flag("--host")) {
-    options.host_list = reader.value_of("-H");
-  } else if (reader.take_flag("--rsh")) {
-    options.rsh = split_command_words(reader.value_of("--rsh"), "--rsh");
-  } else {
-    return false;
+    return {};
   }
-  return true;
+  boost::program_options::option program(kProgram, words);
+  program.original_tokens = words;
+  words.clear();
+  return {program};
+}
+
+// A flag's name as the user types it: Boost names the short-only -n "--n".
+std::string flag_name(const boost::program_options::error_with_option_name& error) {
+  std::string name = error.get_option_name();
+  if (name.size() == 3 && name.starts_with("--")) name.erase(0, 1);
+  return name;
+}
+
+// Boost's errors in rlxrun's words, naming the flag as the user typed it.
+[[noreturn]] void rethrow_as_usage(const boost::program_options::error& error) {
+  namespace po = boost::program_options;
+  if (const auto* unknown = dynamic_cast<const po::unknown_option*>(&error)) {
+    throw UsageError("unknown option '" + unknown->get_option_name() +
+                     "' (rlxrun --help lists the options)");
+  }
+  if (const auto* syntax = dynamic_cast<const po::invalid_command_line_syntax*>(&error)) {
+    if (syntax->kind() == po::invalid_command_line_syntax::extra_parameter) {
+      throw UsageError(flag_name(*syntax) + " takes no value");
+    }
+    if (syntax->kind() == po::invalid_command_line_syntax::missing_parameter) {
+      throw UsageError(flag_name(*syntax) + " needs a value");
+    }
+  }
+  throw UsageError(std::string(error.what()) + " (rlxrun --help lists the options)");
+}
+
+boost::program_options::parsed_options tokenize(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  namespace style = po::command_line_style;
+  po::positional_options_description after_double_dash;  // "rlxrun -n 2 -- --weird-program"
+  after_double_dash.add(kProgram, -1);
+  try {
+    return po::command_line_parser(args)
+        .options(vocabulary())
+        .style(style::allow_short | style::allow_long | style::allow_dash_for_short |
+               style::short_allow_adjacent | style::short_allow_next | style::long_allow_adjacent |
+               style::long_allow_next | style::allow_long_disguise)
+        .extra_style_parser(program_and_rest)
+        .positional(after_double_dash)
+        .run();
+  } catch (const po::error& error) {
+    rethrow_as_usage(error);
+  }
+}
+
+// Applies one option, in command-line order (so --env and -x keep theirs).
+void apply(const boost::program_options::option& option, Options& options) {
+  const std::string& key = option.string_key;
+  const std::string value = option.value.empty() ? std::string() : option.value.front();
+  if (key == "help") {
+    options.show_help = true;
+  } else if (key == "version") {
+    options.show_version = true;
+  } else if (key == "dry-run") {
+    options.dry_run = true;
+  } else if (key == "tag-output" || key == "no-tag-output") {
+    options.tag_output = key == "tag-output";
+  } else if (key == "timestamp-output") {
+    options.timestamp_output = true;
+  } else if (key == "oversubscribe") {
+    options.oversubscribe = true;
+  } else if (key == "-n" || key == "np") {
+    // Boost reads "-n=4" as -n with the value "=4"; the long forms take '=' already.
+    const bool short_with_equals = key == "-n" && value.starts_with('=');
+    options.num_ranks = parse_rank_count(short_with_equals ? value.substr(1) : value);
+  } else if (key == "backend") {
+    options.backend = value;
+    if (value != "tcp" && value != "verbs" && value != "any") {
+      throw UsageError("--backend '" + value + "': expected tcp, verbs or any");
+    }
+  } else if (key == "ifname") {
+    options.ifname = value;
+  } else if (key == "timeout") {
+    options.job_timeout = parse_seconds("--timeout", value);
+  } else if (key == "env" || key == "-x") {
+    const bool pass_on = key == "-x";
+    options.env.push_back(parse_env_assignment(pass_on ? "-x" : "--env", value, pass_on));
+  } else if (key == "cwd") {
+    options.cwd = value;
+  } else if (key == "output-dir") {
+    options.output_dir = value;
+  } else if (key == "hostfile") {
+    options.hostfile = value;
+  } else if (key == "host") {
+    options.host_list = value;
+  } else if (key == "rsh") {
+    options.rsh = split_command_words(value, "--rsh");
+  } else if (key == "bind-to") {
+    options.bind_to = parse_bind_to(value);
+  } else if (key == "map-by") {
+    options.map_by = parse_map_by(value);
+  } else if (key == kProgram) {
+    options.program.insert(options.program.end(), option.value.begin(), option.value.end());
+  }
 }
 
 }  // namespace
 
 Options parse_options(const std::vector<std::string>& args) {
   Options options;
-  ArgReader reader(args);
-  while (!reader.done()) {
-    if (reader.peek() == "--") {
-      reader.take_flag("--");
-      break;
-    }
-    if (!reader.peek().starts_with("-")) break;
-    if (take_switch(reader, options) || take_valued(reader, options)) continue;
-    throw UsageError("unknown option '" + std::string(reader.peek()) +
-                     "' (rlxrun --help lists the options)");
-  }
-  options.program = reader.rest();
+  for (const auto& option : tokenize(args).options) apply(option, options);
   if (options.show_help || options.show_version) return options;
   if (options.num_ranks == 0 && options.hostfile.empty() && options.host_list.empty() &&
       std::getenv("SLURM_JOB_NODELIST") == nullptr) {
@@ -238,6 +285,14 @@ OPTIONS
                          "ips" and "envs" apply); see hostfiles/ for examples
     -H, --host LIST      hosts and slots on the command line: node1:2,node2:4
     --oversubscribe      allow more ranks than slots (never more than max_slots)
+    --map-by slot|node   slot: fill each host's slots before the next host's (default);
+                         node: deal ranks round-robin over the hosts
+    --bind-to core|hwthread|none
+                         what each rank may run on: one core (all its hardware
+                         threads), one hardware thread, or anything. Default: a
+                         core each where a host's ranks do not outnumber the cores
+                         rlxrun may use (its affinity: taskset, cgroups, Slurm),
+                         none where they do. Remote ranks bind by their host's cores
     --rsh CMD            how to reach other hosts (default: ssh -o BatchMode=yes; srun
                          inside a Slurm allocation), for example
                          --rsh 'ssh -p 2222 -i ~/.ssh/cluster'

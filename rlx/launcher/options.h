@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "rlx/launcher/binding.h"
+
 namespace rlx::launcher {
 
 // A bad command line; what() says what was wrong and what was expected.
@@ -32,7 +34,9 @@ struct Options {
   std::string hostfile;   // --hostfile
   std::string host_list;  // -H h1:2,h2
   bool oversubscribe = false;
-  std::vector<std::string> rsh;  // --rsh, split into words; empty: kDefaultRsh
+  BindTo bind_to = BindTo::automatic;  // --bind-to
+  MapBy map_by = MapBy::slot;          // --map-by
+  std::vector<std::string> rsh;        // --rsh, split into words; empty: kDefaultRsh
   bool dry_run = false;
   bool show_help = false;
   bool show_version = false;

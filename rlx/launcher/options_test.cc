@@ -64,7 +64,7 @@ TEST(RlxrunOptions, RankCountsAsMpirunUsersWriteThem) {
   // A host list without -n: every slot (plan_placement counts them).
   EXPECT_EQ(parse_options({"-H", "a:2,b", "p"}).num_ranks, 0);
   EXPECT_EQ(parse_options({"--hostfile", "hosts", "p"}).num_ranks, 0);
-  expect_usage_error({"-nfour", "p"}, "unknown option '-nfour'");
+  expect_usage_error({"-nfour", "p"}, "-n 'four'");
 }
 
 TEST(RlxrunOptions, SwitchesTakeNoValue) {
@@ -89,6 +89,48 @@ TEST(RlxrunOptions, DashXPassesRlxrunsOwnVariableOn) {
   ::setenv("RLX_RANK", "5", 1);
   expect_usage_error({"-n", "2", "-x", "RLX_RANK", "p"}, "set by rlxrun for each rank");
   ::unsetenv("RLX_RANK");
+}
+
+TEST(RlxrunOptions, MapAndBindAsMpirunSpellsThem) {
+  const Options defaults = parse_options({"-n", "2", "p"});
+  EXPECT_EQ(defaults.bind_to, BindTo::automatic);
+  EXPECT_EQ(defaults.map_by, MapBy::slot);
+  const Options o = parse_options({"-n", "2", "--bind-to", "core", "--map-by=node", "p"});
+  EXPECT_EQ(o.bind_to, BindTo::core);
+  EXPECT_EQ(o.map_by, MapBy::node);
+  EXPECT_EQ(parse_options({"-n", "2", "--bind-to=hwthread", "p"}).bind_to, BindTo::hwthread);
+  EXPECT_EQ(parse_options({"-n", "2", "--bind-to", "none", "p"}).bind_to, BindTo::none);
+  expect_usage_error({"-n", "2", "--bind-to", "socket", "p"},
+                     "--bind-to 'socket': expected core, hwthread or none");
+  expect_usage_error({"-n", "2", "--map-by", "ppr:2:node", "p"}, "--map-by 'ppr:2:node'");
+  expect_usage_error({"-n", "2", "--bind-to"}, "--bind-to needs a value");
+}
+
+TEST(RlxrunOptions, TheProgramsOwnWordsAreNeverRlxrunsOptions) {
+  const Options o = parse_options({"-np", "2", "-x", "A=1", "python3", "-x", "--help", "--"});
+  EXPECT_EQ(o.program, (std::vector<std::string>{"python3", "-x", "--help", "--"}));
+  EXPECT_FALSE(o.show_help);
+  expect_usage_error({"-n", "1", "-", "a"}, "unknown option '-'");
+  EXPECT_EQ(parse_options({"-n", "1", "--", "-n", "3"}).program,
+            (std::vector<std::string>{"-n", "3"}));
+  expect_usage_error({"-n", "1", "--hostf", "h", "p"}, "unknown option '--hostf'");  // no guessing
+  // Values that are also flags' names are values.
+  const Options named = parse_options({"--hostfile", "hostfile", "--cwd", "np", "-x", "n=1", "p"});
+  EXPECT_EQ(named.hostfile, "hostfile");
+  EXPECT_EQ(named.cwd, "np");
+  EXPECT_EQ(named.program, std::vector<std::string>{"p"});
+  EXPECT_EQ(parse_options({"-n", "1", "backend"}).program, std::vector<std::string>{"backend"});
+}
+
+TEST(RlxrunOptions, ErrorsNameShortFlagsAsTyped) {
+  for (const char* flag : {"-n", "-x"}) {
+    try {
+      parse_options({flag});
+      FAIL() << flag << " without a value was accepted";
+    } catch (const UsageError& error) {
+      EXPECT_EQ(std::string(error.what()), std::string(flag) + " needs a value");
+    }
+  }
 }
 
 TEST(RlxrunOptions, HelpAndVersionNeedNothingElse) {

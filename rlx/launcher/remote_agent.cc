@@ -40,7 +40,9 @@ class Agent {
                             .environment = environment_with(request.environment),
                             .cwd = request.cwd,
                             .stdin_mode = StdinMode::inherit,
-                            .capture_output = false})
+                            .capture_output = false,
+                            .cpus = cpus_for_rank(request.bind_to, request.local_rank,
+                                                  request.local_size, this_host_topology())})
                    .pid;
     } catch (const std::exception& error) {
       say(error.what());

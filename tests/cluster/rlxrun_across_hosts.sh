@@ -12,8 +12,10 @@ rlxrun=$build/bin/rlxrun
 source "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
 write_hostfile
 
+# The "hosts" share this machine's cores: bound by default, each one's first
+# rank would run on the same core (the example case checks binding itself).
 run_rlxrun() {
-  timeout -k 5 "$1" "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" "${@:2}"
+  timeout -k 5 "$1" "$rlxrun" --hostfile hostfile --rsh "$RLX_CLUSTER_SSH" --bind-to none "${@:2}"
 }
 
 # The processes in each host's namespace other than its sshd: what a job left behind.
@@ -99,6 +101,21 @@ case $case_name in
     expect_rank 1 "${namespaces[0]}" 1 2
     expect_rank 2 "${namespaces[1]}" 0 1
     expect_rank 3 "${namespaces[2]}" 0 1
+    # A remote rank is bound by its agent, by its own host's cores: ranks 2
+    # and 3 are alone on theirs, so each gets the first core.
+    cores=$(grep -c '^processor' /proc/cpuinfo)
+    if ((cores > 1)); then
+      run_rlxrun 60 -n 4 --bind-to core sh -c 'grep Cpus_allowed_list /proc/self/status' |
+        tee bound.txt
+      tab=$'\t'
+      first_core=$(sed -n "s/^\[2\] Cpus_allowed_list:$tab//p" bound.txt)
+      [[ -n $first_core && $first_core != *[-,]* ]] || fail "rank 2 was not bound to one core"
+      grep -q "^\[3\] Cpus_allowed_list:$tab$first_core\$" bound.txt ||
+        fail "rank 3 was not bound to its host's first core"
+      if grep -q "^\[1\] Cpus_allowed_list:$tab$first_core\$" bound.txt; then
+        fail "rank 1 got its host's first core, which rank 0 has"
+      fi
+    fi
     # rlxrun's stdin reaches rank 0 on its remote host (through ssh); the others read nothing.
     printf 'line one\nline two\n' | run_rlxrun 60 -n 4 cat | tee stdin.txt
     grep -q '^\[0\] line two$' stdin.txt || fail "rank 0 did not get rlxrun's stdin"

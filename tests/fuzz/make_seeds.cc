@@ -79,7 +79,10 @@ int main(int argc, char** argv) {
   write_bytes("fuzz_agent_request", "request",
               launcher::encode_agent_request({.environment = {"RLX_RANK=1", "RLX_JOB_TOKEN=ab"},
                                               .cwd = "/work",
-                                              .argv = {"./prog", "--steps", "10"}}));
+                                              .argv = {"./prog", "--steps", "10"},
+                                              .bind_to = launcher::BindTo::core,
+                                              .local_rank = 1,
+                                              .local_size = 2}));
   // A posted all_reduce, then two messages as they lie in a ring: a 16-byte
   // header each and the payload padded to 8 bytes.
   const shm::PostedCall posted = shm::post(

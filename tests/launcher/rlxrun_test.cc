@@ -3,12 +3,15 @@
 // outlives it), --timeout, --output-dir and bad command lines.
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "rlx/launcher/binding.h"
 #include "tests/support/subprocess.h"
 
 namespace rlx::testing {
@@ -133,6 +136,56 @@ TEST_F(Rlxrun, TimestampOutputPutsTheTimeBeforeEachTaggedLine) {
     }
     EXPECT_EQ(matched, 2) << *stream;
   }
+}
+
+// Each rank's CPUs as the kernel lists them ("0", "0-1"), by rank, from
+// `grep Cpus_allowed_list /proc/self/status` run as every rank.
+std::map<int, std::string> cpus_by_rank(const std::string& tagged_output) {
+  std::map<int, std::string> out;
+  std::istringstream lines(tagged_output);
+  for (std::string line; std::getline(lines, line);) {
+    const auto tab = line.find('\t');
+    if (!line.starts_with("[") || tab == std::string::npos) continue;
+    out[std::stoi(line.substr(1))] = line.substr(tab + 1);
+  }
+  return out;
+}
+
+// Ranks that fit the cores rlxrun may use get a core each by default; more
+// ranks than cores run anywhere, unless --bind-to asks, which then fails
+// before anything starts.
+TEST_F(Rlxrun, BindsRanksToCoresWhereTheyFit) {
+  const auto cores = static_cast<int>(launcher::this_host_topology().cores.size());
+  ASSERT_GE(cores, 1);
+  const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  auto run = [&](std::vector<std::string> flags) {
+    std::vector<std::string> argv{RLXRUN};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.insert(argv.end(), show.begin(), show.end());
+    return Subprocess(argv).wait(30s);
+  };
+  const std::string everything = cpus_by_rank(run({"-n", "1", "--bind-to", "none"}).out)[0];
+  const Finished bound = run({"-n", std::to_string(cores)});
+  ASSERT_EQ(bound.exit_code(), 0) << bound.err;
+  const auto by_rank = cpus_by_rank(bound.out);
+  ASSERT_EQ(static_cast<int>(by_rank.size()), cores) << bound.out;
+  std::set<std::string> distinct;
+  for (const auto& [rank, cpus] : by_rank) distinct.insert(cpus);
+  EXPECT_EQ(static_cast<int>(distinct.size()), cores) << bound.out;  // a core each
+  if (cores > 1) {
+    EXPECT_EQ(distinct.count(everything), 0u) << bound.out;
+  }
+
+  const Finished crowded = run({"-n", std::to_string(cores + 1)});
+  ASSERT_EQ(crowded.exit_code(), 0) << crowded.err;
+  for (const auto& [rank, cpus] : cpus_by_rank(crowded.out)) EXPECT_EQ(cpus, everything) << rank;
+
+  const Finished refused = run({"-n", std::to_string(cores + 1), "--bind-to", "core"});
+  EXPECT_EQ(refused.exit_code(), 2);
+  EXPECT_NE(refused.err.find("--bind-to core: " + std::to_string(cores + 1) + " ranks"),
+            std::string::npos)
+      << refused.err;
+  EXPECT_EQ(refused.out, "");
 }
 
 // What a terminal shows for `raw`: each line after its carriage returns
