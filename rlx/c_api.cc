@@ -222,14 +222,16 @@ const char* rlx_last_error(void) { return rlx::last_error.c_str(); }
 int rlx_last_error_peer(void) { return rlx::last_error_peer; }
 
 const char* rlx_status_name(rlx_status status) {
-  static constexpr const char* kNames[] = {
-      "ok",       "timeout",          "peer_lost",           "protocol_violation",
-      "mismatch", "invalid_argument", "backend_unavailable", "resource_exhausted",
-      "internal"};
   const int value = status;
-  if (value < 0 || value >= static_cast<int>(std::size(kNames))) return "not an rlx_status";
-  return kNames[value];
+  if (value == RLX_OK) return "ok";
+  if (value == RLX_ERR_INTERNAL) return "internal";
+  if (value < RLX_OK || value > RLX_ERR_INTERNAL) return "not an rlx_status";
+  return rlx::id_of(static_cast<rlx::ErrorKind>(value - 1)).data();
 }
+// rlx_status_name's arithmetic: the failure statuses follow the kinds, in order.
+static_assert(RLX_ERR_TIMEOUT == static_cast<int>(rlx::ErrorKind::timeout) + 1);
+static_assert(RLX_ERR_RESOURCE_EXHAUSTED ==
+              static_cast<int>(rlx::ErrorKind::resource_exhausted) + 1);
 
 size_t rlx_dtype_size(rlx_dtype dtype) {
   const int value = dtype;
@@ -239,17 +241,8 @@ size_t rlx_dtype_size(rlx_dtype dtype) {
 
 rlx_status rlx_is_available(const char* backend, int* available) {
   return guarded("rlx_is_available", [&] {
-    const std::string name = required_text(backend, "the backend name");
-    int& out = required(available, "the result pointer");
-    if (name == "tcp" || name == "singleton") {
-      out = 1;
-    } else if (name == "mpi") {
-      out = rlx::is_mpi_built() ? 1 : 0;
-    } else if (name == "verbs") {
-      out = rlx::is_verbs_built() ? 1 : 0;
-    } else {
-      throw BadArgument{"unknown backend '" + name + "' (tcp, mpi, verbs or singleton)"};
-    }
+    const char* name = required_text(backend, "the backend name");
+    required(available, "the result pointer") = rlx::is_backend_built(name) ? 1 : 0;
   });
 }
 

@@ -184,4 +184,11 @@ void finalize() {
 bool is_mpi_built() { return mpi::is_built(); }
 bool is_verbs_built() { return verbs::is_built(); }
 
+bool is_backend_built(std::string_view name) {
+  if (name == "tcp" || name == "singleton") return true;
+  if (name == "mpi") return is_mpi_built();
+  if (name == "verbs") return is_verbs_built();
+  throw Error("unknown backend '" + std::string(name) + "' (tcp, mpi, verbs or singleton)");
+}
+
 }  // namespace rlx

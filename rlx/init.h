@@ -32,5 +32,9 @@ void finalize();
 // True when rlx was built with the Open MPI (resp. verbs) transport.
 bool is_mpi_built();
 bool is_verbs_built();
+// The same by name, for the C API and the Python module: true for tcp and
+// singleton, is_mpi_built() for mpi, ...; throws rlx::Error naming the
+// backends for any other name.
+bool is_backend_built(std::string_view name);
 
 }  // namespace rlx

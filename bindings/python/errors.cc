@@ -30,14 +30,10 @@ py::object new_class(py::module_& module, const char* name, py::tuple bases, con
 }
 
 // ErrorKind's names as identifiers (the C API's rlx_status_name spells them so).
-constexpr const char* kKindIds[] = {"timeout",           "peer_lost",        "protocol_violation",
-                                    "mismatch",          "invalid_argument", "backend_unavailable",
-                                    "resource_exhausted"};
-
 void raise(ErrorKind kind, const std::string& text, int peer) {
   const py::object& type = classes().by_kind[static_cast<int>(kind)];
   py::object error = type(text);
-  error.attr("kind") = kKindIds[static_cast<int>(kind)];
+  error.attr("kind") = std::string(id_of(kind));
   error.attr("peer") = peer >= 0 ? py::object(py::int_(peer)) : py::none();
   PyErr_SetObject(type.ptr(), error.ptr());
 }

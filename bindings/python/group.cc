@@ -289,15 +289,8 @@ void define_group(py::module_& module) {
   module.def(
       "finalize", [] { released([] { rlx::finalize(); }); },
       "Drops rlx's own hold on the process group; it closes when the last Group goes.");
-  module.def(
-      "is_available",
-      [](const std::string& backend) {
-        if (backend == "tcp" || backend == "singleton") return true;
-        if (backend == "mpi") return is_mpi_built();
-        if (backend == "verbs") return is_verbs_built();
-        throw BadArgument{"unknown backend '" + backend + "' (tcp, mpi, verbs or singleton)"};
-      },
-      py::arg("backend"), "True when this build of rlx has the backend.");
+  module.def("is_available", &is_backend_built, py::arg("backend"),
+             "True when this build of rlx has the backend.");
 }
 
 namespace {

@@ -52,6 +52,14 @@ std::string_view name_of(ErrorKind kind) {
   return "error";
 }
 
+std::string_view id_of(ErrorKind kind) {
+  static constexpr std::string_view kIds[] = {
+      "timeout",          "peer_lost",           "protocol_violation", "mismatch",
+      "invalid_argument", "backend_unavailable", "resource_exhausted"};
+  const auto index = static_cast<std::size_t>(kind);
+  return index < std::size(kIds) ? kIds[index] : "error";
+}
+
 CollectiveError::CollectiveError(ErrorKind kind, ErrorSite site, std::string_view detail,
                                  std::string_view hint)
     : Error(format_message(kind, site, detail, hint)),

@@ -22,7 +22,8 @@ enum class ErrorKind {
   resource_exhausted,   // a memory cap was reached
 };
 
-std::string_view name_of(ErrorKind kind);
+std::string_view name_of(ErrorKind kind);  // "peer lost", for messages
+std::string_view id_of(ErrorKind kind);    // "peer_lost": the C API's and Python's name
 
 // Where an error happened. Fields that do not apply keep their defaults and
 // are left out of the message.
