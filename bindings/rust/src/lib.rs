@@ -409,6 +409,50 @@ impl Group {
         Ok(counts.iter().try_fold(0usize, |sum, &c| sum.checked_add(c)))
     }
 
+    // all_gather_v's lengths against its counts.
+    fn check_gather_v<T>(
+        &self,
+        call: &str,
+        input: &[T],
+        output: &[T],
+        counts: &[usize],
+    ) -> Result<()> {
+        let total = self.sum_of_counts(call, "counts", counts)?;
+        if counts[self.rank as usize] != input.len() || total != Some(output.len()) {
+            return Err(invalid(format!(
+                "{call}: input holds {} and output {} elements, counts say {} and {:?}",
+                input.len(),
+                output.len(),
+                counts[self.rank as usize],
+                total
+            )));
+        }
+        Ok(())
+    }
+
+    // all_to_all_v's lengths against its counts.
+    fn check_all_to_all_v<T>(
+        &self,
+        call: &str,
+        input: &[T],
+        send_counts: &[usize],
+        output: &[T],
+        recv_counts: &[usize],
+    ) -> Result<()> {
+        let sent = self.sum_of_counts(call, "send_counts", send_counts)?;
+        let received = self.sum_of_counts(call, "recv_counts", recv_counts)?;
+        if sent != Some(input.len()) || received != Some(output.len()) {
+            return Err(invalid(format!(
+                "{call}: input holds {} and output {} elements, the counts sum to {:?} and {:?}",
+                input.len(),
+                output.len(),
+                sent,
+                received
+            )));
+        }
+        Ok(())
+    }
+
     /// Uneven all_gather: rank r contributes counts[r] elements (this rank's
     /// `input`); `output` gets them all in rank order (the sum of counts).
     pub fn all_gather_v<T: Element>(
@@ -417,16 +461,7 @@ impl Group {
         output: &mut [T],
         counts: &[usize],
     ) -> Result<()> {
-        let total = self.sum_of_counts("all_gather_v", "counts", counts)?;
-        if counts[self.rank as usize] != input.len() || total != Some(output.len()) {
-            return Err(invalid(format!(
-                "all_gather_v: input holds {} and output {} elements, counts say {} and {:?}",
-                input.len(),
-                output.len(),
-                counts[self.rank as usize],
-                total
-            )));
-        }
+        self.check_gather_v("all_gather_v", input, output, counts)?;
         // SAFETY: lengths checked against counts, which has size entries.
         check(unsafe {
             sys::rlx_all_gather_v(
@@ -448,17 +483,7 @@ impl Group {
         output: &mut [T],
         recv_counts: &[usize],
     ) -> Result<()> {
-        let sent = self.sum_of_counts("all_to_all_v", "send_counts", send_counts)?;
-        let received = self.sum_of_counts("all_to_all_v", "recv_counts", recv_counts)?;
-        if sent != Some(input.len()) || received != Some(output.len()) {
-            return Err(invalid(format!(
-                "all_to_all_v: input holds {} and output {} elements, the counts sum to {:?} and {:?}",
-                input.len(),
-                output.len(),
-                sent,
-                received
-            )));
-        }
+        self.check_all_to_all_v("all_to_all_v", input, send_counts, output, recv_counts)?;
         // SAFETY: lengths checked against the counts, which have size entries.
         check(unsafe {
             sys::rlx_all_to_all_v(
@@ -752,6 +777,59 @@ impl Group {
             )
         })?;
         Ok(Request::new(raw, (input, output)))
+    }
+
+    /// Non-blocking all_gather_v: `output` comes back from [`Request::wait`]
+    /// with every rank's part in rank order; `input` and `counts` with it.
+    pub fn iall_gather_v<T: Element>(
+        &self,
+        input: Vec<T>,
+        mut output: Vec<T>,
+        counts: Vec<usize>,
+    ) -> Result<Request<(Vec<T>, Vec<T>, Vec<usize>)>> {
+        self.check_gather_v("iall_gather_v", &input, &output, &counts)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: lengths checked against counts (size entries); the Request
+        // owns the buffers and the counts until it completed.
+        check(unsafe {
+            sys::rlx_iall_gather_v(
+                self.raw,
+                input.as_ptr().cast(),
+                output.as_mut_ptr().cast(),
+                counts.as_ptr(),
+                T::DTYPE,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, output, counts)))
+    }
+
+    /// Non-blocking all_to_all_v: `output` comes back from [`Request::wait`]
+    /// with recv_counts[i] elements from rank i; the rest with it.
+    #[allow(clippy::type_complexity)]
+    pub fn iall_to_all_v<T: Element>(
+        &self,
+        input: Vec<T>,
+        send_counts: Vec<usize>,
+        mut output: Vec<T>,
+        recv_counts: Vec<usize>,
+    ) -> Result<Request<(Vec<T>, Vec<usize>, Vec<T>, Vec<usize>)>> {
+        self.check_all_to_all_v("iall_to_all_v", &input, &send_counts, &output, &recv_counts)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: lengths checked against the counts (size entries each); the
+        // Request owns the buffers and the counts until it completed.
+        check(unsafe {
+            sys::rlx_iall_to_all_v(
+                self.raw,
+                input.as_ptr().cast(),
+                send_counts.as_ptr(),
+                output.as_mut_ptr().cast(),
+                recv_counts.as_ptr(),
+                T::DTYPE,
+                &mut raw,
+            )
+        })?;
+        Ok(Request::new(raw, (input, send_counts, output, recv_counts)))
     }
 
     /// Non-blocking barrier: complete once every rank has entered it.

@@ -226,6 +226,23 @@ extern "C" {
         root: c_int,
         request: *mut *mut rlx_request,
     ) -> rlx_status;
+    pub fn rlx_iall_gather_v(
+        group: *mut rlx_group,
+        input: *const c_void,
+        output: *mut c_void,
+        counts: *const usize,
+        dtype: rlx_dtype,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
+    pub fn rlx_iall_to_all_v(
+        group: *mut rlx_group,
+        input: *const c_void,
+        send_counts: *const usize,
+        output: *mut c_void,
+        recv_counts: *const usize,
+        dtype: rlx_dtype,
+        request: *mut *mut rlx_request,
+    ) -> rlx_status;
     pub fn rlx_wait(request: *mut *mut rlx_request, bytes: *mut usize) -> rlx_status;
     pub fn rlx_test(
         request: *mut *mut rlx_request,

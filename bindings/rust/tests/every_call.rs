@@ -117,6 +117,36 @@ fn collectives(world: &Group) -> rlx::Result<()> {
     let input = (rank == 0).then(|| (0..2 * size).collect::<Vec<i32>>());
     let ((_, part), _) = world.iscatter(input, vec![0i32; 2], 0)?.wait()?;
     assert_eq!(part, vec![2 * rank, 2 * rank + 1]);
+    let counts: Vec<usize> = (0..n).map(|r| r + 1).collect();
+    let ((_, uneven, _), _) = world
+        .iall_gather_v(
+            vec![rank; rank as usize + 1],
+            vec![0i32; n * (n + 1) / 2],
+            counts,
+        )?
+        .wait()?;
+    let expected: Vec<i32> = (0..size).flat_map(|r| vec![r; r as usize + 1]).collect();
+    assert_eq!(uneven, expected);
+    let sends: Vec<usize> = (0..n).map(|j| j + 1).collect();
+    let outgoing: Vec<i64> = (0..size)
+        .flat_map(|j| vec![(10 * rank + j) as i64; j as usize + 1])
+        .collect();
+    let ((_, _, incoming, _), _) = world
+        .iall_to_all_v(
+            outgoing,
+            sends,
+            vec![0i64; n * (rank as usize + 1)],
+            vec![rank as usize + 1; n],
+        )?
+        .wait()?;
+    let expected: Vec<i64> = (0..size)
+        .flat_map(|i| vec![(10 * i + rank) as i64; rank as usize + 1])
+        .collect();
+    assert_eq!(incoming, expected);
+    let short = world
+        .iall_gather_v(vec![rank], vec![0i32; 1], vec![1; 3 * n])
+        .unwrap_err();
+    assert!(short.message.contains("counts"), "{short}");
     let wrong = world.iall_gather(vec![1i32; 2], vec![0; 1]).unwrap_err();
     assert_eq!(wrong.kind, ErrorKind::InvalidArgument, "{wrong}");
     world.barrier()
