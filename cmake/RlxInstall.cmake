@@ -2,7 +2,7 @@
 # and a CMake package so a user project can find_package(rlx) and link rlx::rlx.
 include(CMakePackageConfigHelpers)
 
-foreach(dir rlx rlx/core rlx/transport rlx/transport/rendezvous rlx/collectives
+foreach(dir rlx rlx/core rlx/transport rlx/transport/rendezvous rlx/transport/shm rlx/collectives
             rlx/backends/singleton rlx/backends/tcp rlx/backends/mpi rlx/backends/verbs)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${dir}/*.h)
   list(FILTER headers EXCLUDE REGEX "_test\\.h$")  # test helpers, which need gtest

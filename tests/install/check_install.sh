@@ -92,3 +92,13 @@ for part in $built; do
   grep -q "rlx component $part: " "$work/required-$part.log" || { cat "$work/required-$part.log"; exit 1; }
 done
 echo "core install: builds without the MPI, verbs and PMIx development files"
+
+# Naming some components links only those, even where the others' files are.
+if [[ " $built " == *" pmix "* ]]; then
+  run cmake -S "$consumer_src" -B "$work/pmix-only" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DRLX_COMPONENTS=pmix
+  run cmake --build "$work/pmix-only"
+  output=$("$work/pmix-only/consumer")
+  grep -qx "consumer: linked mpi 0 verbs 0 pmix 1" <<<"$output" ||
+    { echo "$output"; echo "expected only pmix linked"; exit 1; }
+fi
