@@ -81,7 +81,7 @@ AgentRequest read_with(Reader& reader) {
   if (argc == 0) reader.fail("has no program to run");
   for (std::size_t i = 0; i < argc; ++i) request.argv.push_back(reader.field("an argument"));
   const std::size_t bind_to = reader.count("the binding");
-  if (bind_to > static_cast<std::size_t>(BindTo::hwthread)) reader.fail("names no binding");
+  if (bind_to > static_cast<std::size_t>(BindTo::package)) reader.fail("names no binding");
   request.bind_to = static_cast<BindTo>(bind_to);
   request.local_rank = static_cast<int>(reader.count("the local rank"));
   request.local_size = static_cast<int>(reader.count("the local size"));

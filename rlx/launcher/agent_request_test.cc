@@ -57,7 +57,7 @@ TEST(AgentRequest, MalformedRequestsSayWhatIsWrong) {
   expect_rejected(request_of({"-1"}), "not a count from 0 to 4096");
   expect_rejected(request_of({"1", "NOEQUALS"}), "without NAME=");
   expect_rejected(request_of({"0", "/", "0"}), "no program to run");
-  expect_rejected(request_of({"0", "/", "1", "p", "4", "0", "1"}), "names no binding");
+  expect_rejected(request_of({"0", "/", "1", "p", "5", "0", "1"}), "names no binding");
   expect_rejected(request_of({"0", "/", "1", "p", "2", "1", "1"}), "local rank 1 among 1");
   expect_rejected(request_of({"0", "/", "1", "p", "2", "0"}), "ended inside the local size");
   expect_rejected(request_of({"1", "A=" + std::string(std::size_t{2} << 20, 'x')}),

@@ -13,9 +13,11 @@ namespace rlx::launcher {
 enum class MapBy { slot, node };
 
 // --bind-to: a rank to one core (all of its hardware threads), to one
-// hardware thread, or to nothing. automatic binds to cores where a host's
-// ranks do not outnumber its cores, and to nothing where they do.
-enum class BindTo { automatic, none, core, hwthread };
+// hardware thread, to one package (socket), or to nothing. automatic does
+// what mpirun does: a core each for up to 2 ranks on a host, a package each
+// (ranks in blocks) for more where the host has several, and nothing where
+// ranks outnumber cores. RLX_BIND_TO in rlxrun's environment sets the default.
+enum class BindTo { automatic, none, core, hwthread, package };
 
 std::string_view name_of(MapBy policy);
 std::string_view name_of(BindTo policy);
@@ -24,12 +26,17 @@ std::string_view name_of(BindTo policy);
 // narrow it), grouped by core, in the order of their first CPU.
 struct CpuTopology {
   std::vector<std::vector<int>> cores;
+  std::vector<std::vector<int>> packages;
 };
 CpuTopology this_host_topology();
 
+// What automatic means for `local_size` ranks on a host of `topology`.
+BindTo automatic_policy(int local_size, const CpuTopology& topology);
+
 // The CPUs rank `local_rank` of the `local_size` ranks of this host binds
 // to; empty for none. Throws std::runtime_error when an explicit policy has
-// fewer cores or hardware threads than ranks, saying how to run anyway.
+// fewer cores or hardware threads than ranks, or no topology, saying how to
+// run anyway.
 std::vector<int> cpus_for_rank(BindTo policy, int local_rank, int local_size,
                                const CpuTopology& topology);
 

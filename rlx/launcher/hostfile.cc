@@ -246,9 +246,9 @@ std::vector<Placement> place_ranks(const std::vector<HostSlots>& hosts, int rank
                                    bool oversubscribe, MapBy map_by) {
   std::vector<int> used(hosts.size(), 0);
   std::vector<std::size_t> host_of;
-  int capacity = 0;
+  long long capacity = 0;  // 4096 entries of 2^20 slots would overflow an int
   for (const HostSlots& host : hosts) capacity += host.slots;
-  const int fitting = std::min(ranks, capacity);
+  const int fitting = static_cast<int>(std::min<long long>(ranks, capacity));
   if (map_by == MapBy::node) {
     for (std::size_t h = 0; static_cast<int>(host_of.size()) < fitting;
          h = (h + 1) % hosts.size()) {

@@ -59,6 +59,8 @@ struct Placement {
   std::string address;            // the host's, when the hostfile names one
   std::vector<std::string> envs;  // the hostfile's "NAME=value" for every rank
   std::vector<int> cpus;          // a local rank's binding (binding.h); empty: none
+  int binding_slot = 0;           // its place among its machine's ranks, which binding uses
+  int binding_slots = 1;          // (plan_placement: -H a,a names one machine twice)
 };
 
 // Ranks fill each host's slots in order. More ranks than slots is an error

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -217,6 +218,25 @@ std::vector<std::string> agent_argv(const Options& options, const std::string& h
 
 }  // namespace
 
+namespace {
+
+// A rank's place among the ranks of its machine, where binding hands out
+// cores: a host list may name one machine twice ("-H a,a", or localhost and
+// this host's name), and each entry's local ranks start from 0.
+void assign_binding_slots(std::vector<Placement>& placements) {
+  auto machine_of = [](const Placement& p) { return is_local_host(p.host) ? "" : p.host; };
+  std::map<std::string, int> ranks_on;
+  for (const Placement& p : placements) ++ranks_on[machine_of(p)];
+  std::map<std::string, int> next;
+  for (Placement& p : placements) {
+    const std::string machine = machine_of(p);
+    p.binding_slot = next[machine]++;
+    p.binding_slots = ranks_on[machine];
+  }
+}
+
+}  // namespace
+
 std::vector<Placement> plan_placement(Options& options) {
   HostList list{{{"localhost", options.num_ranks, std::nullopt, {}}}, {}};
   if (uses_slurm_allocation(options)) list.hosts = *slurm_allocation(from_environment);
@@ -235,13 +255,14 @@ std::vector<Placement> plan_placement(Options& options) {
   }
   auto placements =
       place_ranks(list.hosts, options.num_ranks, options.oversubscribe, options.map_by);
+  for (Placement& placement : placements) placement.envs = list.envs;
+  assign_binding_slots(placements);
   const CpuTopology topology = this_host_topology();
   for (Placement& placement : placements) {
-    placement.envs = list.envs;
     // Remote ranks' agents bind them, by their own host's cores.
     if (is_local_host(placement.host)) {
       placement.cpus =
-          cpus_for_rank(options.bind_to, placement.local_rank, placement.local_size, topology);
+          cpus_for_rank(options.bind_to, placement.binding_slot, placement.binding_slots, topology);
     }
   }
   return placements;
@@ -448,8 +469,8 @@ ChildProcess Job::start_rank(int rank, const std::string& token, const std::stri
                              .cwd = options_.cwd.empty() ? current_directory() : options_.cwd,
                              .argv = options_.program,
                              .bind_to = options_.bind_to,
-                             .local_rank = placement.local_rank,
-                             .local_size = placement.local_size};
+                             .local_rank = placement.binding_slot,
+                             .local_size = placement.binding_slots};
   write_all(child.stdin_fd, encode_agent_request(request));
   if (rank == 0) {
     stdin_relay_.start(child.stdin_fd);

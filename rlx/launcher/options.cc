@@ -35,11 +35,14 @@ std::chrono::milliseconds parse_seconds(std::string_view flag, std::string_view 
   return std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000)));
 }
 
-BindTo parse_bind_to(std::string_view text) {
-  for (BindTo policy : {BindTo::core, BindTo::hwthread, BindTo::none}) {
+// --bind-to's value, or RLX_BIND_TO's (`flag` says which).
+BindTo parse_bind_to(std::string_view text, std::string_view flag = "--bind-to") {
+  if (text == "socket") return BindTo::package;  // Open MPI 4's name for it
+  for (BindTo policy : {BindTo::core, BindTo::hwthread, BindTo::package, BindTo::none}) {
     if (text == name_of(policy)) return policy;
   }
-  throw UsageError("--bind-to '" + std::string(text) + "': expected core, hwthread or none");
+  throw UsageError(std::string(flag) + " '" + std::string(text) +
+                   "': expected core, hwthread, package (or socket) or none");
 }
 
 MapBy parse_map_by(std::string_view text) {
@@ -85,35 +88,38 @@ constexpr const char* kProgram = "program=";
 
 // rlxrun's vocabulary for Boost.Program_options. Values are checked after
 // parsing (parse_rank_count, ...) so that every error names the flag as typed.
-boost::program_options::options_description vocabulary() {
+const boost::program_options::options_description& vocabulary() {
   namespace po = boost::program_options;
-  po::options_description flags;
-  auto text = [] { return po::value<std::string>(); };
-  auto texts = [] { return po::value<std::vector<std::string>>()->composing(); };
-  flags.add_options()           // as mpirun and torchrun users spell them
-      ("help,h", "")            // switches: zero tokens, so "--help=me" is an error
-      ("version", "")           //
-      ("dry-run", "")           //
-      ("tag-output", "")        //
-      ("no-tag-output", "")     //
-      ("timestamp-output", "")  //
-      ("oversubscribe", "")     //
-      (",n", text())            // -n 4, -n4
-      ("np", text())            // -np 4, --np 4, --np=4
-      ("backend", text())       //
-      ("ifname", text())        //
-      ("timeout", text())       //
-      ("env", texts())          //
-      (",x", texts())           //
-      ("cwd", text())           //
-      ("output-dir", text())    //
-      ("hostfile", text())      //
-      ("host,H", text())        //
-      ("rsh", text())           //
-      ("bind-to", text())       //
-      ("map-by", text())        //
-      (kProgram, texts()->multitoken());
-  return flags;
+  static const po::options_description kVocabulary = [] {
+    po::options_description flags;
+    auto text = [] { return po::value<std::string>(); };
+    auto texts = [] { return po::value<std::vector<std::string>>()->composing(); };
+    flags.add_options()           // as mpirun and torchrun users spell them
+        ("help,h", "")            // switches: zero tokens, so "--help=me" is an error
+        ("version", "")           //
+        ("dry-run", "")           //
+        ("tag-output", "")        //
+        ("no-tag-output", "")     //
+        ("timestamp-output", "")  //
+        ("oversubscribe", "")     //
+        (",n", text())            // -n 4, -n4
+        ("np", text())            // -np 4, --np 4, --np=4
+        ("backend", text())       //
+        ("ifname", text())        //
+        ("timeout", text())       //
+        ("env", texts())          //
+        (",x", texts())           //
+        ("cwd", text())           //
+        ("output-dir", text())    //
+        ("hostfile", text())      //
+        ("host,H", text())        //
+        ("rsh", text())           //
+        ("bind-to", text())       //
+        ("map-by", text())        //
+        (kProgram, texts()->multitoken());
+    return flags;
+  }();
+  return kVocabulary;
 }
 
 // Everything from the first word that is not an option on is the program and
@@ -122,13 +128,7 @@ boost::program_options::options_description vocabulary() {
 // Boost also asks this parser about a flag's value ("--hostfile hostfile"),
 // one word at a time, and a value must not read as the program.
 std::vector<boost::program_options::option> program_and_rest(std::vector<std::string>& words) {
-  if (words.size() < 2 || words.front().starts_with("-")) {
-    // A lone "-" names no program; Boost would take it for one.
-    if (words.size() > 1 && words.front() == "-") {
-      throw boost::program_options::unknown_option("-");
-    }
-    return {};
-  }
+  if (words.size() < 2 || words.front().starts_with("-")) return {};
   boost::program_options::option program(kProgram, words);
   program.original_tokens = words;
   words.clear();
@@ -140,6 +140,16 @@ std::string flag_name(const boost::program_options::error_with_option_name& erro
   std::string name = error.get_option_name();
   if (name.size() == 3 && name.starts_with("--")) name.erase(0, 1);
   return name;
+}
+
+// The vocabulary's entry for a flag as typed ("--np", "-n", "-np=4"), if any.
+const boost::program_options::option_description* flag_spelled(std::string_view word) {
+  if (!word.starts_with('-') || word.starts_with("---")) return nullptr;
+  word = word.substr(0, word.find('='));
+  const std::string name(word.substr(word.starts_with("--") ? 2 : 1));
+  if (name.empty()) return nullptr;
+  if (const auto* long_form = vocabulary().find_nothrow(name, false)) return long_form;
+  return word.size() == 2 ? vocabulary().find_nothrow(std::string(word), false) : nullptr;
 }
 
 // Boost's errors in rlxrun's words, naming the flag as the user typed it.
@@ -155,6 +165,16 @@ std::string flag_name(const boost::program_options::error_with_option_name& erro
     }
     if (syntax->kind() == po::invalid_command_line_syntax::missing_parameter) {
       throw UsageError(flag_name(*syntax) + " needs a value");
+    }
+    if (syntax->kind() == po::invalid_command_line_syntax::empty_adjacent_parameter) {
+      const auto* flag = flag_spelled(flag_name(*syntax));
+      if (flag == nullptr || flag->long_name() == kProgram) {
+        throw UsageError("unknown option '" + flag_name(*syntax) +
+                         "' (rlxrun --help lists the options)");
+      }
+      throw UsageError(flag_name(*syntax) + (flag->semantic()->max_tokens() == 0
+                                                 ? " takes no value"
+                                                 : " needs a value after '='"));
     }
   }
   throw UsageError(std::string(error.what()) + " (rlxrun --help lists the options)");
@@ -180,9 +200,29 @@ boost::program_options::parsed_options tokenize(const std::vector<std::string>& 
 }
 
 // Applies one option, in command-line order (so --env and -x keep theirs).
+// A flag's value as given: Boost reads "-x=A=1" as -x with the value "=A=1"
+// (the long forms take '=' already). Another flag is no value: in
+// "--output-dir --dry-run ./prog" the directory is missing.
+std::string value_of(const boost::program_options::option& option) {
+  if (option.value.empty()) return {};
+  std::string value = option.value.front();
+  const std::string& typed = option.original_tokens.front();
+  if (typed.size() > 2 && typed[1] != '-' && typed[2] == '=' && value.starts_with('=')) {
+    value.erase(0, 1);
+  }
+  if (option.original_tokens.size() > 1 && flag_spelled(value) != nullptr) {
+    throw UsageError(typed + " needs a value, not the option " + value);
+  }
+  return value;
+}
+
 void apply(const boost::program_options::option& option, Options& options) {
   const std::string& key = option.string_key;
-  const std::string value = option.value.empty() ? std::string() : option.value.front();
+  if (key != kProgram && option.original_tokens.front().starts_with("---")) {
+    throw UsageError("unknown option '" + option.original_tokens.front() +
+                     "' (rlxrun --help lists the options)");
+  }
+  const std::string value = key == kProgram ? std::string() : value_of(option);
   if (key == "help") {
     options.show_help = true;
   } else if (key == "version") {
@@ -196,9 +236,10 @@ void apply(const boost::program_options::option& option, Options& options) {
   } else if (key == "oversubscribe") {
     options.oversubscribe = true;
   } else if (key == "-n" || key == "np") {
-    // Boost reads "-n=4" as -n with the value "=4"; the long forms take '=' already.
-    const bool short_with_equals = key == "-n" && value.starts_with('=');
-    options.num_ranks = parse_rank_count(short_with_equals ? value.substr(1) : value);
+    if (key == "-n" && value.starts_with('p')) {  // "-np4" or "-npernode": -n with "p4"
+      throw UsageError("unknown option '-n" + value + "' (ranks: -np 4, --np=4 or -n4)");
+    }
+    options.num_ranks = parse_rank_count(value);
   } else if (key == "backend") {
     options.backend = value;
     if (value != "tcp" && value != "verbs" && value != "any") {
@@ -234,7 +275,16 @@ void apply(const boost::program_options::option& option, Options& options) {
 
 Options parse_options(const std::vector<std::string>& args) {
   Options options;
+  if (const char* bind_to = std::getenv("RLX_BIND_TO"); bind_to != nullptr && *bind_to != '\0') {
+    options.bind_to = parse_bind_to(bind_to, "RLX_BIND_TO");
+  }
   for (const auto& option : tokenize(args).options) apply(option, options);
+  // A lone "-" names no program, unless after "--".
+  const std::size_t program_at = args.size() - options.program.size();
+  if (!options.program.empty() && options.program.front() == "-" &&
+      (program_at == 0 || args[program_at - 1] != "--")) {
+    throw UsageError("unknown option '-' (rlxrun --help lists the options)");
+  }
   if (options.show_help || options.show_version) return options;
   if (options.num_ranks == 0 && options.hostfile.empty() && options.host_list.empty() &&
       std::getenv("SLURM_JOB_NODELIST") == nullptr) {
@@ -287,12 +337,15 @@ OPTIONS
     --oversubscribe      allow more ranks than slots (never more than max_slots)
     --map-by slot|node   slot: fill each host's slots before the next host's (default);
                          node: deal ranks round-robin over the hosts
-    --bind-to core|hwthread|none
+    --bind-to core|hwthread|package|none
                          what each rank may run on: one core (all its hardware
-                         threads), one hardware thread, or anything. Default: a
-                         core each where a host's ranks do not outnumber the cores
-                         rlxrun may use (its affinity: taskset, cgroups, Slurm),
-                         none where they do. Remote ranks bind by their host's cores
+                         threads), one hardware thread, one package (socket), or
+                         anything. Default, as mpirun: a core each for up to 2 ranks
+                         on a host, a package each for more on hosts with several,
+                         none where ranks outnumber the cores rlxrun may use (its
+                         affinity: taskset, cgroups, Slurm). RLX_BIND_TO in
+                         rlxrun's environment sets the default. Remote ranks bind
+                         by their own host's cores
     --rsh CMD            how to reach other hosts (default: ssh -o BatchMode=yes; srun
                          inside a Slurm allocation), for example
                          --rsh 'ssh -p 2222 -i ~/.ssh/cluster'

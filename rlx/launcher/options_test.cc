@@ -92,6 +92,7 @@ TEST(RlxrunOptions, DashXPassesRlxrunsOwnVariableOn) {
 }
 
 TEST(RlxrunOptions, MapAndBindAsMpirunSpellsThem) {
+  ::unsetenv("RLX_BIND_TO");  // the test presets set it
   const Options defaults = parse_options({"-n", "2", "p"});
   EXPECT_EQ(defaults.bind_to, BindTo::automatic);
   EXPECT_EQ(defaults.map_by, MapBy::slot);
@@ -100,8 +101,8 @@ TEST(RlxrunOptions, MapAndBindAsMpirunSpellsThem) {
   EXPECT_EQ(o.map_by, MapBy::node);
   EXPECT_EQ(parse_options({"-n", "2", "--bind-to=hwthread", "p"}).bind_to, BindTo::hwthread);
   EXPECT_EQ(parse_options({"-n", "2", "--bind-to", "none", "p"}).bind_to, BindTo::none);
-  expect_usage_error({"-n", "2", "--bind-to", "socket", "p"},
-                     "--bind-to 'socket': expected core, hwthread or none");
+  expect_usage_error({"-n", "2", "--bind-to", "sockets", "p"},
+                     "--bind-to 'sockets': expected core, hwthread, package (or socket) or none");
   expect_usage_error({"-n", "2", "--map-by", "ppr:2:node", "p"}, "--map-by 'ppr:2:node'");
   expect_usage_error({"-n", "2", "--bind-to"}, "--bind-to needs a value");
 }
@@ -120,6 +121,39 @@ TEST(RlxrunOptions, TheProgramsOwnWordsAreNeverRlxrunsOptions) {
   EXPECT_EQ(named.cwd, "np");
   EXPECT_EQ(named.program, std::vector<std::string>{"p"});
   EXPECT_EQ(parse_options({"-n", "1", "backend"}).program, std::vector<std::string>{"backend"});
+}
+
+TEST(RlxrunOptions, EqualsAfterAShortFlagAsAfterALongOne) {
+  EXPECT_EQ(parse_options({"-n=2", "p"}).num_ranks, 2);
+  EXPECT_EQ(parse_options({"-n", "1", "-x=A=1", "p"}).env.front(),
+            std::make_pair(std::string("A"), std::string("1")));
+  EXPECT_EQ(parse_options({"-H=a:2", "p"}).host_list, "a:2");
+  expect_usage_error({"-n", "=4", "p"}, "-n '=4'");  // '=' only when attached
+}
+
+TEST(RlxrunOptions, MistypedFlagsAreErrorsNotValues) {
+  expect_usage_error({"---n", "2", "p"}, "unknown option '---n'");
+  expect_usage_error({"-n", "1", "-"}, "unknown option '-'");
+  EXPECT_EQ(parse_options({"-n", "1", "--", "-"}).program, std::vector<std::string>{"-"});
+  expect_usage_error({"-np4", "p"}, "unknown option '-np4'");
+  expect_usage_error({"-n", "1", "--output-dir", "--dry-run", "p"},
+                     "--output-dir needs a value, not the option --dry-run");
+  expect_usage_error({"-n", "1", "--cwd", "-np", "p"}, "not the option -np");
+  expect_usage_error({"-n", "1", "--cwd=", "p"}, "--cwd needs a value after '='");
+  expect_usage_error({"-n", "1", "--tag-output=", "p"}, "--tag-output takes no value");
+  expect_usage_error({"-n", "1", "--program=", "p"}, "unknown option '--program'");
+  EXPECT_EQ(parse_options({"-n", "1", "--cwd", "-5", "p"}).cwd, "-5");  // not a flag
+}
+
+TEST(RlxrunOptions, RlxBindToSetsTheDefaultBinding) {
+  ::setenv("RLX_BIND_TO", "none", 1);
+  EXPECT_EQ(parse_options({"-n", "1", "p"}).bind_to, BindTo::none);
+  EXPECT_EQ(parse_options({"-n", "1", "--bind-to", "core", "p"}).bind_to, BindTo::core);
+  ::setenv("RLX_BIND_TO", "socket", 1);
+  EXPECT_EQ(parse_options({"-n", "1", "p"}).bind_to, BindTo::package);
+  ::setenv("RLX_BIND_TO", "cores", 1);
+  expect_usage_error({"-n", "1", "p"}, "RLX_BIND_TO 'cores'");
+  ::unsetenv("RLX_BIND_TO");
 }
 
 TEST(RlxrunOptions, ErrorsNameShortFlagsAsTyped) {

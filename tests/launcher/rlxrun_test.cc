@@ -1,6 +1,7 @@
 // rlxrun end to end with real processes: output tagging, the failing rank's
 // status, teardown of the others, SIGINT and SIGKILL to the launcher (no rank
 // outlives it), --timeout, --output-dir and bad command lines.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -151,30 +152,36 @@ std::map<int, std::string> cpus_by_rank(const std::string& tagged_output) {
   return out;
 }
 
-// Ranks that fit the cores rlxrun may use get a core each by default; more
-// ranks than cores run anywhere, unless --bind-to asks, which then fails
-// before anything starts.
+// By default (as mpirun) up to 2 ranks get a core each, and ranks that
+// outnumber the cores run anywhere; --bind-to core gives every rank a core,
+// and with more ranks than cores fails before anything starts. The suite's
+// environment sets RLX_BIND_TO=none (concurrent jobs would share cores), so
+// this test clears it.
 TEST_F(Rlxrun, BindsRanksToCoresWhereTheyFit) {
   const auto cores = static_cast<int>(launcher::this_host_topology().cores.size());
   ASSERT_GE(cores, 1);
   const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
   auto run = [&](std::vector<std::string> flags) {
-    std::vector<std::string> argv{RLXRUN};
+    std::vector<std::string> argv{"env", "-u", "RLX_BIND_TO", RLXRUN};
     argv.insert(argv.end(), flags.begin(), flags.end());
     argv.insert(argv.end(), show.begin(), show.end());
     return Subprocess(argv).wait(30s);
   };
   const std::string everything = cpus_by_rank(run({"-n", "1", "--bind-to", "none"}).out)[0];
-  const Finished bound = run({"-n", std::to_string(cores)});
-  ASSERT_EQ(bound.exit_code(), 0) << bound.err;
-  const auto by_rank = cpus_by_rank(bound.out);
-  ASSERT_EQ(static_cast<int>(by_rank.size()), cores) << bound.out;
-  std::set<std::string> distinct;
-  for (const auto& [rank, cpus] : by_rank) distinct.insert(cpus);
-  EXPECT_EQ(static_cast<int>(distinct.size()), cores) << bound.out;  // a core each
-  if (cores > 1) {
-    EXPECT_EQ(distinct.count(everything), 0u) << bound.out;
-  }
+  auto expect_a_core_each = [&](const Finished& f, int ranks) {
+    ASSERT_EQ(f.exit_code(), 0) << f.err;
+    const auto by_rank = cpus_by_rank(f.out);
+    ASSERT_EQ(static_cast<int>(by_rank.size()), ranks) << f.out;
+    std::set<std::string> distinct;
+    for (const auto& [rank, cpus] : by_rank) distinct.insert(cpus);
+    EXPECT_EQ(static_cast<int>(distinct.size()), ranks) << f.out;
+    if (cores > 1) {
+      EXPECT_EQ(distinct.count(everything), 0u) << f.out;
+    }
+  };
+  const int pair = std::min(cores, 2);
+  expect_a_core_each(run({"-n", std::to_string(pair)}), pair);
+  expect_a_core_each(run({"-n", std::to_string(cores), "--bind-to", "core"}), cores);
 
   const Finished crowded = run({"-n", std::to_string(cores + 1)});
   ASSERT_EQ(crowded.exit_code(), 0) << crowded.err;
