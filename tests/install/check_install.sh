@@ -93,6 +93,23 @@ for part in $built; do
 done
 echo "core install: builds without the MPI, verbs and PMIx development files"
 
+# The Rust crate against the installed librlx_c.so, where cargo is.
+cargo=$(command -v cargo || true)
+[[ -z $cargo && -x $HOME/.cargo/bin/cargo ]] && cargo=$HOME/.cargo/bin/cargo
+if [[ -n $cargo ]]; then
+  crate=$(cd "$consumer_src/../../../bindings/rust" && pwd)
+  (cd "$crate" && RLX_LIB_DIR=$work/prefix/lib CARGO_TARGET_DIR=$work/rust-target \
+    run "$cargo" build --offline --quiet --examples)
+  example=$work/rust-target/debug/examples/all_sum
+  readelf -d "$example" | grep -q "RUNPATH.*$work/prefix/lib" ||
+    { echo "the Rust example does not find librlx_c.so in the install"; exit 1; }
+  output=$("$example")
+  echo "rust consumer: $output"
+  grep -q "^rank 0 of 1: grad = " <<<"$output" || { echo "the Rust example failed"; exit 1; }
+else
+  echo "rust consumer: skipped, cargo is not installed"
+fi
+
 # Naming some components links only those, even where the others' files are.
 if [[ " $built " == *" pmix "* ]]; then
   run cmake -S "$consumer_src" -B "$work/pmix-only" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
