@@ -82,16 +82,25 @@ TEST(Binding, ThisHostsTopologyHoldsExactlyTheCpusThisProcessMayUse) {
 }
 
 // "-H localhost,localhost" names this machine twice: its two ranks are
-// each entry's local rank 0, but bind as this machine's ranks 0 and 1.
+// each entry's local rank 0, but bind as this machine's ranks 0 and 1 (so
+// --bind-to core needs two cores, and says so on a machine with one).
 TEST(Binding, OneMachineNamedTwiceBindsEachRankToItsOwnCore) {
-  if (this_host_topology().cores.size() < 2) GTEST_SKIP() << "one core";
-  Options options = parse_options({"-H", "localhost,localhost", "--bind-to", "core", "p"});
-  const auto placed = plan_placement(options);
+  Options unbound = parse_options({"-H", "localhost,localhost", "--bind-to", "none", "p"});
+  const auto slots = plan_placement(unbound);
+  ASSERT_EQ(slots.size(), 2u);
+  EXPECT_EQ(slots[0].local_rank, slots[1].local_rank);
+  EXPECT_EQ(slots[1].binding_slot, 1);
+  EXPECT_EQ(slots[1].binding_slots, 2);
+
+  Options bound = parse_options({"-H", "localhost,localhost", "--bind-to", "core", "p"});
+  if (this_host_topology().cores.size() < 2) {
+    EXPECT_THROW(plan_placement(bound), std::runtime_error);
+    return;
+  }
+  const auto placed = plan_placement(bound);
   ASSERT_EQ(placed.size(), 2u);
-  EXPECT_EQ(placed[0].local_rank, placed[1].local_rank);
+  EXPECT_FALSE(placed[0].cpus.empty());
   EXPECT_NE(placed[0].cpus, placed[1].cpus);
-  EXPECT_EQ(placed[1].binding_slot, 1);
-  EXPECT_EQ(placed[1].binding_slots, 2);
 }
 
 }  // namespace
