@@ -55,6 +55,19 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
     }
     return p;
   };
+  // The step's buffers are the caller's: however this call ends (a peer's
+  // failure, the deadline), no chunk that arrives later may land in them.
+  struct ForgetStep {
+    Engine& engine;
+    std::span<const StepRecv> recvs;
+    ~ForgetStep() {
+      engine.sends_.clear();
+      for (const auto& r : recvs) {
+        if (r.peer < 0 || r.peer >= engine.spec_.world_size) continue;
+        if (auto& p = engine.peers_[static_cast<std::size_t>(r.peer)]) p->expect.active = false;
+      }
+    }
+  } forget{*this, recvs};
   sends_.clear();
   for (const auto& s : sends) {
     sends_.push_back({&link(s.peer, s.lane, true),
