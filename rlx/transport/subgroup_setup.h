@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,21 @@ launch_env::LaunchEnv subgroup_env(const launch_env::LaunchEnv& parent, const Sp
 // of the new group or not) and returns the new group's endpoints in its
 // rank order. Throws invalid_argument for a host name over 255 bytes.
 std::vector<HostPort> exchange_over(Transport& parent, const SplitPlan& plan, const HostPort& mine);
+
+// split() for a backend whose groups are new transports of its own kind
+// (TCP, verbs): `Backend(env, listen_at, exchange)` starts the new group
+// with its endpoints exchanged over `parent`. A rank the split leaves out
+// (plan.rank < 0) still takes part in the exchange, and gets no group.
+template <class Backend>
+std::shared_ptr<Transport> split_as(Transport& parent, const launch_env::LaunchEnv& parent_env,
+                                    const SplitPlan& plan, const std::string& listen_at) {
+  if (plan.rank < 0) {
+    exchange_over(parent, plan, {});
+    return nullptr;
+  }
+  return std::make_shared<Backend>(
+      subgroup_env(parent_env, plan), listen_at,
+      [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); });
+}
 
 }  // namespace rlx

@@ -101,13 +101,7 @@ void TcpTransport::join(const std::vector<HostPort>& table, Deadline deadline) {
 }
 
 std::shared_ptr<Transport> TcpTransport::do_split(const SplitPlan& plan) {
-  if (plan.rank < 0) {
-    exchange_over(*this, plan, {});
-    return nullptr;
-  }
-  return std::make_shared<TcpTransport>(
-      subgroup_env(env_, plan), host_,
-      [this, &plan](const HostPort& mine) { return exchange_over(*this, plan, mine); });
+  return split_as<TcpTransport>(*this, env_, plan, host_);
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {

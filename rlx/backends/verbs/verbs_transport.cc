@@ -137,13 +137,7 @@ void VerbsTransport::join(const launch_env::LaunchEnv& env, const std::vector<Ho
 }
 
 std::shared_ptr<Transport> VerbsTransport::do_split(const SplitPlan& plan) {
-  if (plan.rank < 0) {
-    exchange_over(*this, plan, {});
-    return nullptr;
-  }
-  return std::make_shared<VerbsTransport>(
-      subgroup_env(env_, plan), address(),
-      [this, &plan](const HostPort& mine) { return exchange_over(*this, plan, mine); });
+  return split_as<VerbsTransport>(*this, env_, plan, address());
 }
 
 void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
