@@ -202,6 +202,17 @@ VerbsSettings get_verbs_settings(const Lookup& lookup) {
 
 }  // namespace
 
+RecordSettings record_settings(const Lookup& lookup) {
+  RecordSettings settings;
+  if (auto entries =
+          get_integer(lookup, kRecordCalls, 0, kMaxRecordedCalls,
+                      "a number of calls from 0 (off) to " + std::to_string(kMaxRecordedCalls))) {
+    settings.entries = static_cast<std::size_t>(*entries);
+  }
+  settings.dump_dir = get_string(lookup, kDumpDir);
+  return settings;
+}
+
 LaunchEnv parse(const Lookup& lookup) {
   LaunchEnv env;
   env.coordinator = get_string(lookup, kCoordinator);
@@ -246,6 +257,7 @@ LaunchEnv parse(const Lookup& lookup) {
   env.tune = parse_tune(get_string(lookup, kTune));
   env.shm = get_int(lookup, kShm, 0, 1, "0 (off) or 1 (on)").value_or(1) == 1;
   env.log_level = get_log_level(lookup);
+  env.record = record_settings(lookup);
   env.verbs = get_verbs_settings(lookup);
   return env;
 }

@@ -50,6 +50,14 @@ inline constexpr const char* kTune = "RLX_TUNE";  // algorithms by size (rlx/tra
 inline constexpr const char* kShm = "RLX_SHM";
 // What rlx prints: debug | info | warn (rlx/transport/log.h).
 inline constexpr const char* kLog = "RLX_LOG";
+// The flight recorder (rlx/transport/call_record.h): how many calls each
+// process keeps, and where it dumps them (rlxrun sets a directory of its own).
+inline constexpr const char* kRecordCalls = "RLX_RECORD_CALLS";
+inline constexpr const char* kDumpDir = "RLX_DUMP_DIR";
+// Touching this file in the dump directory asks every rank that dumps there
+// for its record (each rank's service thread looks every 10 ms): how rlxrun
+// asks, without sending a signal to processes it cannot vouch for.
+inline constexpr std::string_view kDumpRequestFile = ".dump-request";
 // The verbs backend's device choice and waiting (rlx/backends/verbs/).
 inline constexpr const char* kIbDevice = "RLX_IB_DEVICE";       // e.g. mlx5_0, rxe0
 inline constexpr const char* kIbPort = "RLX_IB_PORT";           // 1-based port number
@@ -98,6 +106,16 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{300'000};
 inline constexpr std::chrono::milliseconds kDefaultConnectTimeout{60'000};
 inline constexpr std::size_t kDefaultUnexpectedCap = std::size_t{1} << 30;
 inline constexpr int kDefaultTcpLanes = 2;
+inline constexpr std::size_t kDefaultRecordedCalls = 2048;
+inline constexpr std::size_t kMaxRecordedCalls = 10000;
+// A dump holds at most this many calls, the newest of every thread's, which
+// keeps it well within what rlxrun and rlx-analyze read back (4 MiB).
+inline constexpr std::size_t kMaxDumpedCalls = 10000;
+
+struct RecordSettings {
+  std::size_t entries = kDefaultRecordedCalls;
+  std::string dump_dir;  // empty: no dumps
+};
 
 // RLX_ALL_REDUCE_ALGORITHM: forced, or chosen by size through the cost model.
 enum class AllReduceAlgorithm : std::uint8_t { by_size, ring, recursive_doubling };
@@ -148,6 +166,7 @@ struct LaunchEnv {
   std::vector<TuneRule> tune;   // RLX_TUNE's rules, in the order written
   bool shm = true;              // RLX_SHM: ranks of one host share memory
   LogLevel log_level = LogLevel::warn;
+  RecordSettings record;
   VerbsSettings verbs;
   std::optional<int> mpi_rank;
   std::optional<int> mpi_world_size;
@@ -175,6 +194,10 @@ using Lookup = std::function<const char*(const char* name)>;
 // Parses the variables above. Malformed values throw CollectiveError
 // (invalid_argument) naming the variable, its value and what is expected.
 LaunchEnv parse(const Lookup& lookup);
+
+// RLX_RECORD_CALLS and RLX_DUMP_DIR alone (the record reads them at its
+// first use, which may come before parse()); throws as parse() does.
+RecordSettings record_settings(const Lookup& lookup);
 
 // parse() over the process environment.
 LaunchEnv from_process_environment();

@@ -43,7 +43,13 @@ Transport::Transport(int rank, int world_size, std::string backend,
                           "rank " + std::to_string(rank_) + " is outside a world of size " +
                               std::to_string(world_size_));
   }
+  // The world group, unless split() is making this one (CallRecord::SplitScope).
+  std::vector<int> members(static_cast<std::size_t>(world_size_));
+  for (int r = 0; r < world_size_; ++r) members[static_cast<std::size_t>(r)] = r;
+  record_group_ = CallRecord::process().add_group("world", rank_, std::move(members));
 }
+
+Transport::~Transport() { CallRecord::process().close_group(record_group_); }
 
 std::string Transport::path_to(int peer) const {
   check_peer(peer, "path_to");
@@ -85,10 +91,10 @@ CollectiveError Transport::refused(std::string_view operation) const {
                          "from one thread (or give each thread its own group)");
 }
 
-Request Transport::submit_collective(std::string_view operation, std::function<void()> work) {
-  return stream_.submit([this, operation = std::string(operation), work = std::move(work)] {
-    CollectiveScope running(*this, operation);
-    work();
+Request Transport::submit_collective(const RecordedCall& call, std::function<void()> work) {
+  return stream_.submit([this, call, work = std::move(work)] {
+    CollectiveScope running(*this, call.operation);
+    run_recorded(record_group_, call, recorded_collectives_++, work);
   });
 }
 
@@ -143,16 +149,22 @@ void Transport::check_op(std::string_view operation, ReduceOp op) const {
 
 void Transport::send_bytes(int to, Tag tag, std::span<const std::byte> payload) {
   check_send(to, tag, payload, "send_bytes");
-  p2p_stream_.run_after_posted({.peer = to, .tag = tag}, [&] { do_send_bytes(to, tag, payload); });
+  run_recorded(record_group_,
+               {.operation = "send", .count = payload.size(), .peer = to, .tag = tag}, 0, [&] {
+                 p2p_stream_.run_after_posted({.peer = to, .tag = tag},
+                                              [&] { do_send_bytes(to, tag, payload); });
+               });
 }
 
 std::vector<std::byte> Transport::recv_bytes(int from, Tag tag) {
   check_peer(from, "recv_bytes");
   check_tag(tag, "recv_bytes");
   std::vector<std::byte> message;
-  posted_receives_.run_after_posted({.peer = from, .tag = tag}, [&] {
-    auto kept = take_kept(from, tag);
-    message = kept ? std::move(*kept) : do_recv_bytes(from, tag);
+  run_recorded(record_group_, {.operation = "recv", .peer = from, .tag = tag}, 0, [&] {
+    posted_receives_.run_after_posted({.peer = from, .tag = tag}, [&] {
+      auto kept = take_kept(from, tag);
+      message = kept ? std::move(*kept) : do_recv_bytes(from, tag);
+    });
   });
   return message;
 }
@@ -165,8 +177,12 @@ std::size_t Transport::receive_into(int from, Tag tag, std::span<std::byte> into
                                     std::size_t element) {
   check_receive(from, tag, into, "recv_bytes_into");
   std::size_t length = 0;
-  posted_receives_.run_after_posted({.peer = from, .tag = tag},
-                                    [&] { length = receive_checked(from, tag, into, element); });
+  run_recorded(record_group_, {.operation = "recv", .count = into.size(), .peer = from, .tag = tag},
+               0, [&] {
+                 posted_receives_.run_after_posted({.peer = from, .tag = tag}, [&] {
+                   length = receive_checked(from, tag, into, element);
+                 });
+               });
   return length;
 }
 

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "rlx/core/dtype.h"
+#include "rlx/transport/call_record.h"
 #include "rlx/transport/collective_stream.h"
 #include "rlx/transport/errors.h"
 #include "rlx/transport/point_to_point_stream.h"
@@ -103,7 +104,7 @@ inline bool message_fits(std::size_t length, std::size_t capacity, std::size_t e
 
 class Transport {
  public:
-  virtual ~Transport() = default;
+  virtual ~Transport();
   Transport(const Transport&) = delete;
   Transport& operator=(const Transport&) = delete;
 
@@ -480,12 +481,12 @@ class Transport {
   // Runs `work` (a do_* call) in issue order on this thread; throws
   // invalid_argument when another thread's blocking collective runs.
   template <class Work>
-  void run_collective(std::string_view operation, Work&& work);
+  void run_collective(const RecordedCall& call, Work&& work);
   // Each collective once, for its blocking and its non-blocking call: the
   // checks, the group of one, then `work` now or in the background.
   enum class Mode { blocking, background };
   template <class Work>
-  Request start(Mode mode, std::string_view operation, Work&& work);
+  Request start(Mode mode, const RecordedCall& call, Work&& work);
   Request start_all_reduce(ElementSpan data, ReduceOp op, Mode mode);
   Request start_all_gather(ConstElementSpan input, ElementSpan output, Mode mode);
   Request start_reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op, Mode mode);
@@ -500,7 +501,7 @@ class Transport {
                              ElementSpan output, std::span<const std::size_t> recv_counts,
                              Mode mode);
   Request start_barrier(Mode mode);
-  Request submit_collective(std::string_view operation, std::function<void()> work);
+  Request submit_collective(const RecordedCall& call, std::function<void()> work);
   CollectiveError refused(std::string_view operation) const;
 
   // recv_bytes_into and recv: `into` takes whole `element`s.
@@ -561,21 +562,24 @@ class Transport {
   PointToPointStream p2p_stream_;   // isend
   PostedReceives posted_receives_;  // irecv
   std::uint64_t splits_ = 0;
+  // This group in the flight recorder, and its calls so far there.
+  std::uint32_t record_group_ = 0;
+  std::uint64_t recorded_collectives_ = 0;  // counted under CollectiveScope
 };
 
 template <class Work>
-void Transport::run_collective(std::string_view operation, Work&& work) {
+void Transport::run_collective(const RecordedCall& call, Work&& work) {
   const bool ran = stream_.run_in_order([&] {
-    CollectiveScope running(*this, operation);
-    work();
+    CollectiveScope running(*this, call.operation);
+    run_recorded(record_group_, call, recorded_collectives_++, work);
   });
-  if (!ran) throw refused(operation);
+  if (!ran) throw refused(call.operation);
 }
 
 template <class Work>
-Request Transport::start(Mode mode, std::string_view operation, Work&& work) {
-  if (mode == Mode::background) return submit_collective(operation, std::forward<Work>(work));
-  run_collective(operation, work);
+Request Transport::start(Mode mode, const RecordedCall& call, Work&& work) {
+  if (mode == Mode::background) return submit_collective(call, std::forward<Work>(work));
+  run_collective(call, work);
   return {};
 }
 

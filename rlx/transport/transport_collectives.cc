@@ -81,7 +81,8 @@ Request Transport::iall_reduce(ElementSpan data, ReduceOp op) {
 Request Transport::start_all_reduce(ElementSpan data, ReduceOp op, Mode mode) {
   check_all_reduce(data, op);
   if (world_size_ == 1) return {};
-  return start(mode, "all_reduce", [this, data, op] { do_all_reduce(data, op); });
+  return start(mode, {"all_reduce", data.count, data.dtype, static_cast<int>(op)},
+               [this, data, op] { do_all_reduce(data, op); });
 }
 
 void Transport::all_gather(ConstElementSpan input, ElementSpan output) {
@@ -93,7 +94,8 @@ Request Transport::iall_gather(ConstElementSpan input, ElementSpan output) {
 Request Transport::start_all_gather(ConstElementSpan input, ElementSpan output, Mode mode) {
   check_blocks("all_gather", input, output, /*gathers=*/true);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  return start(mode, "all_gather", [this, input, output] { do_all_gather(input, output); });
+  return start(mode, {"all_gather", input.count, input.dtype},
+               [this, input, output] { do_all_gather(input, output); });
 }
 
 void Transport::reduce_scatter(ConstElementSpan input, ElementSpan output, ReduceOp op) {
@@ -107,7 +109,7 @@ Request Transport::start_reduce_scatter(ConstElementSpan input, ElementSpan outp
   check_blocks("reduce_scatter", input, output, /*gathers=*/false);
   check_op("reduce_scatter", op);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
-  return start(mode, "reduce_scatter",
+  return start(mode, {"reduce_scatter", input.count, input.dtype, static_cast<int>(op)},
                [this, input, output, op] { do_reduce_scatter(input, output, op); });
 }
 
@@ -121,7 +123,8 @@ Request Transport::start_broadcast(ElementSpan data, int root, Mode mode) {
   check_elements("broadcast", data.data, data.count, data.dtype);
   check_peer(root, "broadcast");
   if (world_size_ == 1) return {};
-  return start(mode, "broadcast", [this, data, root] { do_broadcast(data, root); });
+  return start(mode, {"broadcast", data.count, data.dtype, -1, root},
+               [this, data, root] { do_broadcast(data, root); });
 }
 
 void Transport::all_to_all(ConstElementSpan input, ElementSpan output) {
@@ -133,7 +136,8 @@ Request Transport::iall_to_all(ConstElementSpan input, ElementSpan output) {
 Request Transport::start_all_to_all(ConstElementSpan input, ElementSpan output, Mode mode) {
   check_all_to_all(input, output);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  return start(mode, "all_to_all", [this, input, output] { do_all_to_all(input, output); });
+  return start(mode, {"all_to_all", input.count, input.dtype},
+               [this, input, output] { do_all_to_all(input, output); });
 }
 
 void Transport::check_counts(std::string_view operation, std::span<const std::size_t> counts,
@@ -231,7 +235,7 @@ Request Transport::start_all_gather_v(ConstElementSpan input, ElementSpan output
                                       std::span<const std::size_t> counts, Mode mode) {
   check_all_gather_v(input, output, counts);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  return start(mode, "all_gather_v",
+  return start(mode, {"all_gather_v", input.count, input.dtype},
                [this, input, output, counts] { do_all_gather_v(input, output, counts); });
 }
 
@@ -248,9 +252,10 @@ Request Transport::start_all_to_all_v(ConstElementSpan input,
                                       std::span<const std::size_t> recv_counts, Mode mode) {
   check_all_to_all_v(input, send_counts, output, recv_counts);
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  return start(mode, "all_to_all_v", [this, input, send_counts, output, recv_counts] {
-    do_all_to_all_v(input, send_counts, output, recv_counts);
-  });
+  return start(mode, {"all_to_all_v", input.count, input.dtype},
+               [this, input, send_counts, output, recv_counts] {
+                 do_all_to_all_v(input, send_counts, output, recv_counts);
+               });
 }
 
 void Transport::check_rooted_blocks(std::string_view operation, ConstElementSpan input,
@@ -272,7 +277,8 @@ Request Transport::start_reduce(ElementSpan data, ReduceOp op, int root, Mode mo
   check_op("reduce", op);
   check_peer(root, "reduce");
   if (world_size_ == 1) return {};
-  return start(mode, "reduce", [this, data, op, root] { do_reduce(data, op, root); });
+  return start(mode, {"reduce", data.count, data.dtype, static_cast<int>(op), root},
+               [this, data, op, root] { do_reduce(data, op, root); });
 }
 
 void Transport::gather(ConstElementSpan input, ElementSpan output, int root) {
@@ -285,7 +291,8 @@ Request Transport::start_gather(ConstElementSpan input, ElementSpan output, int 
   check_rooted_blocks("gather", input, output, root, /*gathers=*/true);
   if (rank_ != root) output = {nullptr, 0, input.dtype};
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, input.bytes());
-  return start(mode, "gather", [this, input, output, root] { do_gather(input, output, root); });
+  return start(mode, {"gather", input.count, input.dtype, -1, root},
+               [this, input, output, root] { do_gather(input, output, root); });
 }
 
 void Transport::scatter(ConstElementSpan input, ElementSpan output, int root) {
@@ -298,14 +305,15 @@ Request Transport::start_scatter(ConstElementSpan input, ElementSpan output, int
   check_rooted_blocks("scatter", input, output, root, /*gathers=*/false);
   if (rank_ != root) input = {nullptr, 0, output.dtype};
   if (world_size_ == 1) return copy_if_apart(input.data, output.data, output.bytes());
-  return start(mode, "scatter", [this, input, output, root] { do_scatter(input, output, root); });
+  return start(mode, {"scatter", output.count, output.dtype, -1, root},
+               [this, input, output, root] { do_scatter(input, output, root); });
 }
 
 void Transport::barrier() { start_barrier(Mode::blocking); }
 Request Transport::ibarrier() { return start_barrier(Mode::background); }
 Request Transport::start_barrier(Mode mode) {
   if (world_size_ == 1) return {};
-  return start(mode, "barrier", [this] { do_barrier(); });
+  return start(mode, {"barrier"}, [this] { do_barrier(); });
 }
 
 std::shared_ptr<Transport> Transport::split(int color, int key) {
@@ -331,6 +339,8 @@ std::shared_ptr<Transport> Transport::split(int color, int key) {
     }
   }
   try {
+    const CallRecord::SplitScope recorded_as(
+        record_group_, std::to_string(plan.number) + ":" + std::to_string(color), plan.members);
     return do_split(plan);
   } catch (const CollectiveError& error) {
     // What failed before the new group knew its ranks (its event loop, its

@@ -1,0 +1,573 @@
+#include "rlx/transport/call_record.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "rlx/transport/errors.h"
+#include "rlx/transport/launch_env.h"
+#include "rlx/transport/log.h"
+#include "rlx/transport/transport.h"
+
+namespace rlx {
+namespace {
+
+constexpr std::size_t kKeptFailures = 16;
+constexpr std::size_t kKeptGroups = 1024;
+// Threads beyond this many at once go unrecorded (a ring is kept per thread).
+constexpr std::size_t kMaxRings = 256;
+// How often the service thread moves the record's clock on.
+constexpr int kTickMs = 10;
+
+enum class State : std::uint8_t { running = 1, done = 2, failed = 3 };
+
+std::string_view name_of(State state) {
+  switch (state) {
+    case State::running:
+      return "running";
+    case State::done:
+      return "done";
+    case State::failed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+// tag + 1 (25 bits: every user tag and none) | dtype (8) | op + 1 (8) | state (8)
+std::uint64_t pack(const RecordedCall& call, State state) {
+  const auto tag = static_cast<std::uint64_t>(call.tag + 1) & 0x1ffffff;
+  return (tag << 24) | (static_cast<std::uint64_t>(call.dtype) << 16) |
+         (static_cast<std::uint64_t>(static_cast<std::uint8_t>(call.op + 1)) << 8) |
+         static_cast<std::uint64_t>(state);
+}
+
+std::uint64_t coarse_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  return static_cast<std::uint64_t>(now.tv_sec) * 1'000'000'000 +
+         static_cast<std::uint64_t>(now.tv_nsec);
+}
+
+std::uint64_t unix_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// The process record's service pipe, for the SIGUSR1 handler.
+int dump_signal_fd = -1;
+
+void on_dump_signal(int) {
+  const int saved = errno;
+  const char byte = 1;
+  [[maybe_unused]] const auto written = ::write(dump_signal_fd, &byte, 1);
+  errno = saved;
+}
+
+// Which records are alive, so a thread that ends hands its ring back only
+// to a record that still exists (leaked: threads end after static destruction).
+std::mutex& records_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::map<std::uint64_t, CallRecord*>& live_records() {
+  static auto* records = new std::map<std::uint64_t, CallRecord*>;
+  return *records;
+}
+std::uint64_t next_serial() {
+  static std::atomic<std::uint64_t> serial{0};
+  return serial.fetch_add(1) + 1;
+}
+
+}  // namespace
+
+struct CallRecord::Ring {
+  // One entry, one cache line, written by its ring's thread only and read by
+  // dumps: every field is an atomic (plain stores on x86). `version` is
+  // 2 x index + 1 while call `index` is written into it, 2 x index + 2 once
+  // it is whole, which brackets a consistent read and says whose it is.
+  struct alignas(64) Slot {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint64_t> operation{0};       // const char*
+    std::atomic<std::uint64_t> group_and_peer{0};  // group (32 bits) | peer + 1 (32)
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<std::uint64_t> sequence{0};
+    std::atomic<std::uint64_t> start_ns{0};
+    std::atomic<std::uint64_t> packed{0};  // a single word: the state may change alone
+  };
+  static std::uint64_t whole(std::uint64_t index) { return 2 * index + 2; }
+
+  // `entries` is a power of two.
+  Ring(std::size_t entries, std::uint32_t number) : slots(entries), mask(entries - 1), id(number) {}
+  std::vector<Slot> slots;  // value-initialised: every page touched once, here
+  const std::uint64_t mask;
+  std::atomic<std::uint64_t> begun{0};
+  // Calls end in the order they began (one thread's, none inside another),
+  // so one count says which are done: an entry at or past it still runs.
+  std::atomic<std::uint64_t> ended{0};
+  const std::uint32_t id;
+
+  void mark_ended(std::uint64_t index) {
+    if (index + 1 > ended.load(std::memory_order_relaxed)) {
+      ended.store(index + 1, std::memory_order_release);
+    }
+  }
+  void mark_failed(std::uint64_t index) {
+    Slot& s = slots[index & mask];
+    s.packed.store(
+        s.packed.load(std::memory_order_relaxed) | static_cast<std::uint64_t>(State::failed),
+        std::memory_order_release);
+  }
+};
+
+// A thread's ring, handed back to its record when the thread ends.
+struct RingLease {
+  std::uint64_t serial = 0;
+  CallRecord::Ring* ring = nullptr;
+  ~RingLease();
+  void give_back() {
+    if (ring == nullptr) return;
+    std::lock_guard lock(records_mutex());
+    if (auto it = live_records().find(serial); it != live_records().end()) {
+      it->second->release(ring);
+    }
+    ring = nullptr;
+  }
+};
+
+namespace {
+// What the hot path reads (trivial, so reading it costs no TLS wrapper call),
+// and the lease that hands the ring back when the thread ends.
+struct ThisThreadRing {
+  std::uint64_t serial = 0;
+  CallRecord::Ring* ring = nullptr;
+};
+thread_local ThisThreadRing this_thread_ring;
+thread_local RingLease this_thread_lease;
+// this_thread_ring's serial once the thread's lease is gone: calls made
+// later (destructors of other thread_locals, static destruction) go
+// unrecorded rather than into a ring another thread may have taken.
+constexpr std::uint64_t kThreadEnded = ~std::uint64_t{0};
+}  // namespace
+
+RingLease::~RingLease() {
+  give_back();
+  this_thread_ring = {kThreadEnded, nullptr};
+}
+
+CallRecord& CallRecord::process() {
+  static CallRecord* const instance = [] {
+    launch_env::RecordSettings settings;
+    try {
+      settings = launch_env::record_settings(
+          [](const char* name) -> const char* { return std::getenv(name); });
+    } catch (const CollectiveError&) {
+      // rlx::init reports the malformed setting; the record keeps its defaults.
+    }
+    auto* record = new CallRecord(settings.entries, settings.dump_dir);
+    record->answer_dump_signal();
+    ::pthread_atfork(
+        [] {
+          records_mutex().lock();
+          process().mutex_.lock();
+        },
+        [] {
+          process().mutex_.unlock();
+          records_mutex().unlock();
+        },
+        [] {
+          // The child has no service thread, and its dumps would overwrite
+          // its parent's.
+          dump_signal_fd = -1;
+          process().dumps_off_ = true;
+          process().mutex_.unlock();
+          records_mutex().unlock();
+        });
+    return record;
+  }();
+  return *instance;
+}
+
+CallRecord::CallRecord(std::size_t entries, std::string dump_dir)
+    : entries_(entries > 0 ? std::bit_ceil(entries) : 0),
+      dump_dir_(dump_dir.empty() ? ""
+                                 : std::filesystem::absolute(dump_dir).lexically_normal().string()),
+      serial_(next_serial()) {
+  {
+    std::lock_guard lock(records_mutex());
+    live_records()[serial_] = this;
+  }
+  if (dump_dir_.empty() || ::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  now_ns_.store(coarse_ns(), std::memory_order_relaxed);
+  dump_requested();  // a request older than this process is not for it
+  service_ = std::thread([this] { serve(); });
+}
+
+CallRecord::~CallRecord() {
+  {
+    std::lock_guard lock(records_mutex());
+    live_records().erase(serial_);
+  }
+  if (service_.joinable()) {
+    stopping_ = true;
+    const char byte = 0;
+    [[maybe_unused]] const auto written = ::write(wake_[1], &byte, 1);
+    service_.join();
+  }
+  for (int fd : wake_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+void CallRecord::serve() {
+  while (!stopping_.load()) {
+    pollfd wake{wake_[0], POLLIN, 0};
+    const int ready = ::poll(&wake, 1, kTickMs);
+    now_ns_.store(coarse_ns(), std::memory_order_relaxed);
+    if (stopping_.load()) return;
+    bool signalled = false;
+    if (ready > 0) {
+      char bytes[64];
+      const auto got = ::read(wake_[0], bytes, sizeof bytes);
+      signalled = got > 0 && std::find(bytes, bytes + got, 1) != bytes + got;
+    }
+    if (signalled) dump("SIGUSR1");
+    if (dump_requested()) dump("asked for (the dump request file)");
+  }
+}
+
+bool CallRecord::dump_requested() {
+  struct stat request {};
+  const std::string path = dump_dir_ + "/" + std::string(launch_env::kDumpRequestFile);
+  if (::stat(path.c_str(), &request) != 0) return false;
+  const std::int64_t touched =
+      std::int64_t{request.st_mtim.tv_sec} * 1'000'000'000 + request.st_mtim.tv_nsec;
+  std::lock_guard lock(dump_mutex_);
+  if (touched <= request_seen_ns_) return false;
+  request_seen_ns_ = touched;
+  return true;
+}
+
+void CallRecord::answer_dump_signal() {
+  if (!service_.joinable()) return;
+  struct sigaction current {};
+  if (::sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  dump_signal_fd = wake_[1];
+  struct sigaction handler {};
+  handler.sa_handler = on_dump_signal;
+  sigemptyset(&handler.sa_mask);
+  handler.sa_flags = SA_RESTART;
+  ::sigaction(SIGUSR1, &handler, nullptr);
+}
+
+namespace {
+thread_local const CallRecord::SplitScope* this_thread_split = nullptr;
+}  // namespace
+
+CallRecord::SplitScope::SplitScope(std::uint32_t parent_group, std::string split_suffix,
+                                   std::vector<int> split_members)
+    : parent(parent_group),
+      suffix(std::move(split_suffix)),
+      members(std::move(split_members)),
+      outer_(this_thread_split) {
+  this_thread_split = this;
+}
+
+CallRecord::SplitScope::~SplitScope() { this_thread_split = outer_; }
+
+std::uint32_t CallRecord::add_group(std::string label, int rank, std::vector<int> world_ranks) {
+  std::lock_guard lock(mutex_);
+  if (const SplitScope* split = this_thread_split) {
+    const Group* parent = find_group(split->parent);
+    label = (parent != nullptr ? parent->label : "#" + std::to_string(split->parent)) + "/" +
+            split->suffix;
+    world_ranks.clear();
+    for (int member : split->members) {
+      const bool known = parent != nullptr && member >= 0 &&
+                         static_cast<std::size_t>(member) < parent->world_ranks.size();
+      world_ranks.push_back(known ? parent->world_ranks[static_cast<std::size_t>(member)] : -1);
+    }
+  }
+  if (groups_.size() >= kKeptGroups) forget_a_group();
+  const std::uint32_t id = next_group_++;
+  groups_[id] = {std::move(label), rank, std::move(world_ranks)};
+  return id;
+}
+
+void CallRecord::close_group(std::uint32_t group) {
+  std::lock_guard lock(mutex_);
+  if (Group* g = find_group(group)) g->open = false;
+}
+
+void CallRecord::forget_a_group() {
+  // The oldest closed group, else the oldest; never the world group, which
+  // names the dump's rank.
+  auto victim = groups_.end();
+  for (auto it = groups_.begin(); it != groups_.end(); ++it) {
+    if (it->first == 0) continue;
+    if (victim == groups_.end()) victim = it;
+    if (!it->second.open) {
+      victim = it;
+      break;
+    }
+  }
+  if (victim != groups_.end()) groups_.erase(victim);
+}
+
+CallRecord::Group* CallRecord::find_group(std::uint32_t id) {
+  auto it = groups_.find(id);
+  return it == groups_.end() ? nullptr : &it->second;
+}
+
+CallRecord::Ring* CallRecord::lease_ring() {
+  if (this_thread_ring.serial == kThreadEnded) return nullptr;
+  RingLease& lease = this_thread_lease;
+  lease.give_back();
+  lease.serial = serial_;
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_rings_.empty()) {
+      lease.ring = free_rings_.back();
+      free_rings_.pop_back();
+    } else if (rings_.size() < kMaxRings) {
+      rings_.push_back(std::make_unique<Ring>(entries_, static_cast<std::uint32_t>(rings_.size())));
+      lease.ring = rings_.back().get();
+    }
+  }
+  this_thread_ring = {serial_, lease.ring};
+  return lease.ring;
+}
+
+void CallRecord::release(Ring* ring) {
+  std::lock_guard lock(mutex_);
+  free_rings_.push_back(ring);
+}
+
+CallRecord::Ticket CallRecord::begin(std::uint32_t group, const RecordedCall& call,
+                                     std::uint64_t sequence) {
+  if (entries_ == 0) return {};
+  Ring* ring = this_thread_ring.serial == serial_ ? this_thread_ring.ring : lease_ring();
+  if (ring == nullptr) return {};
+  const std::uint64_t index = ring->begun.load(std::memory_order_relaxed);
+  Ring::Slot& s = ring->slots[index & ring->mask];
+  s.version.store(Ring::whole(index) - 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.operation.store(reinterpret_cast<std::uintptr_t>(call.operation), std::memory_order_relaxed);
+  s.group_and_peer.store((std::uint64_t{group} << 32) | static_cast<std::uint32_t>(call.peer + 1),
+                         std::memory_order_relaxed);
+  s.count.store(call.count, std::memory_order_relaxed);
+  s.sequence.store(sequence, std::memory_order_relaxed);
+  s.start_ns.store(now_ns_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  s.packed.store(pack(call, State::running), std::memory_order_relaxed);
+  s.version.store(Ring::whole(index), std::memory_order_release);
+  ring->begun.store(index + 1, std::memory_order_release);
+  return {ring, index};
+}
+
+void CallRecord::end(Ticket ticket) {
+  if (ticket.ring != nullptr) ticket.ring->mark_ended(ticket.index);
+}
+
+void CallRecord::fail(Ticket ticket, const std::exception_ptr& error) noexcept {
+  if (ticket.ring == nullptr) return;
+  ticket.ring->mark_failed(ticket.index);
+  ticket.ring->mark_ended(ticket.index);
+  try {
+    std::string text = "unknown error";
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      text = e.what();
+    } catch (...) {
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (failures_.size() == kKeptFailures) failures_.pop_front();
+      failures_.push_back({ticket.ring, ticket.index, std::move(text)});
+    }
+  } catch (...) {
+    // No memory for the text: the entry still says it failed.
+  }
+  dump("a call failed");
+}
+
+namespace {
+
+// An entry read whole from a ring, and where it sorts.
+struct ReadEntry {
+  std::uint64_t start_ns;
+  std::uint64_t group;
+  std::uint64_t sequence;
+  const CallRecord::Ring* ring;
+  std::uint64_t index;
+  nlohmann::json json;
+
+  bool operator<(const ReadEntry& other) const {
+    return std::tie(start_ns, group, sequence, index) <
+           std::tie(other.start_ns, other.group, other.sequence, other.index);
+  }
+};
+
+constexpr auto kReplaceBadUtf8 = nlohmann::json::error_handler_t::replace;
+
+State state_of(std::uint64_t packed, std::uint64_t index, std::uint64_t ended) {
+  if (static_cast<State>(packed & 0xff) == State::failed) return State::failed;
+  return index < ended ? State::done : State::running;
+}
+
+// One ring's entries that read whole (not being written, not a newer call's).
+void read_entries(const CallRecord::Ring& ring, std::vector<ReadEntry>& out) {
+  const std::uint64_t ended = ring.ended.load(std::memory_order_acquire);
+  const std::uint64_t begun = ring.begun.load(std::memory_order_acquire);
+  const std::uint64_t kept = ring.slots.size();
+  for (std::uint64_t index = begun > kept ? begun - kept : 0; index < begun; ++index) {
+    const CallRecord::Ring::Slot& s = ring.slots[index & ring.mask];
+    const auto version = s.version.load(std::memory_order_acquire);
+    if (version != CallRecord::Ring::whole(index)) continue;  // being written, or a newer call's
+    const auto operation = s.operation.load(std::memory_order_relaxed);
+    const auto group_and_peer = s.group_and_peer.load(std::memory_order_relaxed);
+    const auto count = s.count.load(std::memory_order_relaxed);
+    const auto sequence = s.sequence.load(std::memory_order_relaxed);
+    const auto start_ns = s.start_ns.load(std::memory_order_relaxed);
+    const auto packed = s.packed.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) != version) continue;
+    nlohmann::json entry = {{"group", group_and_peer >> 32},
+                            {"call", reinterpret_cast<const char*>(operation)},
+                            {"sequence", sequence},
+                            {"count", count},
+                            {"dtype", name_of(static_cast<Dtype>((packed >> 16) & 0xff))},
+                            {"state", name_of(state_of(packed, index, ended))},
+                            {"thread", ring.id}};
+    if (start_ns != 0) entry["start_ns"] = start_ns;
+    if (const int op = static_cast<int>((packed >> 8) & 0xff) - 1; op >= 0) {
+      entry["op"] = name_of(static_cast<ReduceOp>(op));
+    }
+    if (const auto peer = static_cast<std::int64_t>(group_and_peer & 0xffffffff) - 1; peer >= 0) {
+      entry["peer"] = peer;
+    }
+    if (const auto tag = static_cast<std::int64_t>((packed >> 24) & 0x1ffffff) - 1; tag >= 0) {
+      entry["tag"] = tag;
+    }
+    out.push_back({start_ns, group_and_peer >> 32, sequence, &ring, index, std::move(entry)});
+  }
+}
+
+}  // namespace
+
+std::string CallRecord::to_json(std::string_view reason) {
+  std::lock_guard lock(mutex_);
+  std::vector<ReadEntry> read;
+  std::uint64_t overwritten = 0;
+  for (const auto& ring : rings_) {
+    const std::uint64_t begun = ring->begun.load(std::memory_order_acquire);
+    overwritten += begun > ring->slots.size() ? begun - ring->slots.size() : 0;
+    read_entries(*ring, read);
+  }
+  // Oldest first across threads; the newest kMaxDumpedCalls of them.
+  std::sort(read.begin(), read.end());
+  if (read.size() > launch_env::kMaxDumpedCalls) {
+    overwritten += read.size() - launch_env::kMaxDumpedCalls;
+    read.erase(read.begin(), read.end() - static_cast<std::ptrdiff_t>(launch_env::kMaxDumpedCalls));
+  }
+  nlohmann::json groups = nlohmann::json::array();
+  for (const auto& [id, g] : groups_) {
+    groups.push_back({{"id", id},
+                      {"label", g.label},
+                      {"rank", g.rank},
+                      {"world_ranks", g.world_ranks},
+                      {"open", g.open}});
+  }
+  const Group* world = find_group(0);
+  const nlohmann::json head = {{"rlx_record", 1},
+                               {"rank", world != nullptr ? world->rank : -1},
+                               {"world_size", world != nullptr ? world->world_ranks.size() : 0},
+                               {"host", host_name()},
+                               {"pid", ::getpid()},
+                               {"reason", reason},
+                               {"clock", "CLOCK_MONOTONIC_COARSE"},
+                               {"now_ns", coarse_ns()},
+                               {"now_unix_ns", unix_ns()},
+                               {"overwritten_calls", overwritten},
+                               {"groups", std::move(groups)}};
+  // Compact, one call a line: a person can read it, and it stays small.
+  std::string text = head.dump(-1, ' ', false, kReplaceBadUtf8);
+  text.pop_back();  // the closing brace
+  text += ",\"calls\":[";
+  const char* separator = "\n";
+  for (auto& entry : read) {
+    for (const auto& failure : failures_) {
+      if (failure.ring == entry.ring && failure.index == entry.index) {
+        entry.json["error"] = failure.text;
+      }
+    }
+    text += separator + entry.json.dump(-1, ' ', false, kReplaceBadUtf8);
+    separator = ",\n";
+  }
+  return text + "\n]}\n";
+}
+
+std::string CallRecord::dump(std::string_view reason) noexcept {
+  if (dump_dir_.empty() || dumps_off_.load()) return "";
+  try {
+    std::lock_guard writing(dump_mutex_);  // a later snapshot never goes under an older one
+    const std::string text = to_json(reason);
+    int rank = -1;
+    {
+      std::lock_guard lock(mutex_);
+      if (const Group* world = find_group(0)) rank = world->rank;
+    }
+    const std::string name =
+        rank >= 0 ? "rank-" + std::to_string(rank) : "pid-" + std::to_string(::getpid());
+    const std::string path = dump_dir_ + "/" + name + ".json";
+    const std::string partial = dump_dir_ + "/." + name + "." + std::to_string(::getpid()) + "." +
+                                std::to_string(++dumps_written_) + ".partial";
+    std::error_code ignored;
+    std::filesystem::create_directories(dump_dir_, ignored);
+    // A name of its own, never through a link someone left in a shared directory.
+    const int fd =
+        ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    bool written = fd >= 0;
+    for (std::size_t done = 0; written && done < text.size();) {
+      const auto n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      written = n > 0;
+      done += written ? static_cast<std::size_t>(n) : 0;
+    }
+    if (fd >= 0) written = ::close(fd) == 0 && written;
+    if (written && std::rename(partial.c_str(), path.c_str()) == 0) return path;
+    const std::string cause = std::strerror(errno);
+    ::unlink(partial.c_str());
+    log_lazily(LogLevel::warn, [&] {
+      return "could not write the flight record to " + path + " (RLX_DUMP_DIR): " + cause;
+    });
+  } catch (const std::exception& e) {
+    log_lazily(LogLevel::warn, [&] {
+      return std::string("could not write the flight record (RLX_DUMP_DIR): ") + e.what();
+    });
+  }
+  return "";
+}
+
+}  // namespace rlx
