@@ -28,6 +28,7 @@
 
 #include "rlx/launcher/agent_request.h"
 #include "rlx/launcher/hostfile.h"
+#include "rlx/launcher/job_record.h"
 #include "rlx/launcher/local_process.h"
 #include "rlx/launcher/master_endpoint.h"
 #include "rlx/launcher/output.h"
@@ -50,6 +51,8 @@ constexpr auto kKillGrace = std::chrono::seconds(5);
 // reaches them within milliseconds) and exit on their own before SIGTERM, so
 // their own errors are not lost.
 constexpr auto kReportGrace = std::chrono::seconds(1);
+// How long ranks asked for their flight record have to write it.
+constexpr std::chrono::milliseconds kDumpGrace{300};
 // After the last rank exits, output still in flight is read for this long.
 constexpr auto kDrainGrace = std::chrono::seconds(1);
 
@@ -329,8 +332,9 @@ struct RankState {
   bool remote = false;  // pid is then the local ssh client that runs the rank's agent
   pid_t pid = -1;
   bool running = false;
-  int stopped_by = 0;     // the signal that stopped it (SIGSTOP, ...), 0 while it runs
-  int fds[2] = {-1, -1};  // stdout, stderr read ends; -1 once closed
+  bool exited_ok = false;  // exited with status 0
+  int stopped_by = 0;      // the signal that stopped it (SIGSTOP, ...), 0 while it runs
+  int fds[2] = {-1, -1};   // stdout, stderr read ends; -1 once closed
   std::unique_ptr<TaggedOutput> outputs[2];
 };
 
@@ -352,8 +356,11 @@ class Job {
   void reap();
   // Ends the job with `exit_code`: the running ranks get `grace` to exit on
   // their own, then SIGTERM, then SIGKILL after kKillGrace.
+  // With `ask_for_dumps` (a failed rank, --timeout), the running ranks are
+  // asked for their flight record first, and given kDumpGrace at least.
   void stop_all(const std::string& why, int exit_code,
-                std::chrono::milliseconds grace = std::chrono::milliseconds(0));
+                std::chrono::milliseconds grace = std::chrono::milliseconds(0),
+                bool ask_for_dumps = false);
   void terminate_running();
   std::string describe_stopped() const;
   void check_deadlines();
@@ -378,6 +385,7 @@ class Job {
   std::optional<Clock::time_point> term_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<Clock::time_point> drain_deadline_;
+  std::optional<JobRecord> record_;  // where local ranks dump their flight record
 };
 
 int Job::run() {
@@ -390,6 +398,7 @@ int Job::run() {
     rendezvous_address = rendezvous_host(options_, placements_);
     const launch_env::LaunchEnv settings = rank_settings(options_, placements_.front());
     check_descriptor_budget(options_, placements_, settings);
+    record_.emplace(settings.record.dump_dir, options_.cwd);
     connect_timeout = settings.connect_timeout;
     copy_fds = open_copy_files(options_);
   } catch (const std::exception& error) {
@@ -405,6 +414,17 @@ int Job::run() {
   }
   loop();
   close(signal_fd_);
+  if (exit_code_ != 0) {
+    // Only a local rank that did not end well is missed: remote ranks dump
+    // on their own hosts, and a rank that exited 0 had nothing to report.
+    std::set<int> missing_matters;
+    for (const auto& rank : ranks_) {
+      if (!rank.remote && !rank.exited_ok) missing_matters.insert(rank.rank);
+    }
+    for (const auto& line : record_->findings(options_.num_ranks, missing_matters)) {
+      say("flight record: " + line);
+    }
+  }
   // Ranks unlink their shared memory once every peer mapped it; a job that
   // failed before then leaves names behind. Every rank has ended here.
   if (!token_.empty()) shm::remove_job_segments(shm::kDefaultDirectory, token_);
@@ -456,8 +476,10 @@ ChildProcess Job::start_rank(int rank, const std::string& token, const std::stri
   const Placement& placement = placements_[static_cast<std::size_t>(rank)];
   const auto variables = rank_variables(options_, rank, placement, token, coordinator, master_);
   if (!state.remote) {
+    auto local_variables = variables;
+    if (auto dump_dir = record_->variable()) local_variables.push_back(*dump_dir);
     return spawn_local({.argv = options_.program,
-                        .environment = environment_with(variables, is_rlx_variable),
+                        .environment = environment_with(local_variables, is_rlx_variable),
                         .cwd = options_.cwd,
                         .stdin_mode = rank == 0 ? StdinMode::inherit : StdinMode::null,
                         .cpus = placement.cpus});
@@ -571,12 +593,13 @@ void Job::reap() {
       }
       rank.running = false;
       const bool failed = !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+      rank.exited_ok = !failed;
       if (failed && !stopping_) {
         const std::string where =
             rank.remote ? "on " + rank.host : "pid " + std::to_string(pid) + " on " + rank.host;
         stop_all("rank " + std::to_string(rank.rank) + " (" + where + ") " +
                      describe_status(status, rank.remote) + describe_stopped(),
-                 exit_code_of(status), kReportGrace);
+                 exit_code_of(status), kReportGrace, /*ask_for_dumps=*/true);
       }
     }
   }
@@ -595,7 +618,8 @@ std::string Job::describe_stopped() const {
   return text;
 }
 
-void Job::stop_all(const std::string& why, int exit_code, std::chrono::milliseconds grace) {
+void Job::stop_all(const std::string& why, int exit_code, std::chrono::milliseconds grace,
+                   bool ask_for_dumps) {
   if (stopping_) return;
   stopping_ = true;
   exit_code_ = exit_code;
@@ -603,6 +627,10 @@ void Job::stop_all(const std::string& why, int exit_code, std::chrono::milliseco
   stdin_relay_.close_target();
   int others = 0;
   for (const auto& rank : ranks_) others += rank.running ? 1 : 0;
+  // What the others were doing, while they still do it.
+  if (ask_for_dumps && others > 0 && record_ && record_->ask_for_dumps()) {
+    grace = std::max<std::chrono::milliseconds>(grace, kDumpGrace);
+  }
   std::string what = why;
   if (others > 0) {
     what += "; stopping " + std::to_string(others) + " running rank" + (others == 1 ? "" : "s");
@@ -634,7 +662,8 @@ void Job::check_deadlines() {
       if (rank.running) running.push_back(rank.rank);
     }
     job_deadline_.reset();
-    stop_all("--timeout reached; still running: " + describe_ranks(running, hosts), 124);
+    stop_all("--timeout reached; still running: " + describe_ranks(running, hosts), 124,
+             std::chrono::milliseconds(0), /*ask_for_dumps=*/true);
   }
   if (term_deadline_ && now >= *term_deadline_) terminate_running();
   if (kill_deadline_ && now >= *kill_deadline_) {

@@ -22,6 +22,9 @@
 //                                 sends 8 MiB that rank 1 already waits for, then 8 MiB
 //                                 nobody waits for yet
 //   fault_program peer_killed     the last rank kills itself mid-loop
+//   fault_program skipped_collective  rank 1 skips the 4th of 6 all_sums, then all
+//                                 call a barrier
+//   fault_program stuck           the last rank sleeps a minute before its 4th all_sum
 //   fault_program frozen          the last rank stops itself (SIGSTOP) mid-loop, and a
 //                                 helper kills it 10 s later; the others exit 3 once
 //                                 they report the timeout naming it (a failure for rlxrun)
@@ -573,6 +576,25 @@ int main(int argc, char** argv) {
       }
     });
     ok = untouched_after_return(big) && ok;
+  } else if (mode == "skipped_collective") {
+    // Rank 1 skips one all_sum of the loop and reaches the barrier after it
+    // while the others still run the loop.
+    ok = expect_error(rlx::ErrorKind::mismatch, [&] {
+      std::vector<float> small(64, 1.0f);
+      for (int i = 0; i < 6; ++i) {
+        if (rank != 1 || i != 3) group->all_sum(std::span(small));
+      }
+      group->barrier();
+    });
+  } else if (mode == "stuck") {
+    // The last rank computes (sleeps) for a minute before its fourth all_sum.
+    ok = expect_error(rlx::ErrorKind::timeout, [&] {
+      std::vector<float> small(64, 1.0f);
+      for (int i = 0;; ++i) {
+        if (rank == last && i == 3) std::this_thread::sleep_for(std::chrono::minutes(1));
+        group->all_sum(std::span(small));
+      }
+    });
   } else if (mode == "frozen") {
     const std::string named = "rank " + std::to_string(last) + " does not answer at all";
     ok = expect_error(rlx::ErrorKind::timeout,

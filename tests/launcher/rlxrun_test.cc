@@ -401,6 +401,94 @@ TEST_F(Rlxrun, EveryRanksOwnErrorReachesTheOutputBeforeTeardown) {
   }
 }
 
+// After a failed job rlxrun reads its ranks' flight records and names the
+// culprit: the rank and the call (docs/RELIABILITY.md).
+std::string flight_record_of(const std::string& mode, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {RLXRUN, "-n", "3"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  // A rank that saw its expected error exits 3: a failed job, as in the field.
+  // The shell around it stays in its process group, which rlxrun asks.
+  argv.insert(argv.end(),
+              {"sh", "-c", std::string(FAULT_PROGRAM) + " " + mode + " && exit 3; exit 1"});
+  const Finished f = Subprocess(argv).wait(60s);
+  EXPECT_NE(f.exit_code(), 0) << f.err;
+  std::string lines;
+  std::istringstream err(f.err);
+  for (std::string line; std::getline(err, line);) {
+    if (line.starts_with("rlxrun: flight record: ")) lines += line + "\n";
+  }
+  EXPECT_FALSE(lines.empty()) << f.out << f.err;
+  return lines;
+}
+
+TEST_F(Rlxrun, FlightRecordNamesARankStuckOutsideRlxAndTheCallItMissed) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string lines = flight_record_of("stuck", {"--env", "RLX_TIMEOUT_S=2"});
+  EXPECT_NE(lines.find("rank 2 never entered all_reduce sum of 64 x f32 #3 of group world, "
+                       "which ranks 0, 1 failed in; it last finished all_reduce sum of 64 x f32 "
+                       "#2, and is in no rlx call"),
+            std::string::npos)
+      << lines;
+  // The timeout, the report grace and the dump: not the sleeping rank's minute.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST_F(Rlxrun, FlightRecordPutsASkippedCollectiveBesideWhatTheOthersCalled) {
+  EXPECT_NE(flight_record_of("skipped_collective")
+                .find("ranks disagree on call #5 of group world: ranks 0, 2 called all_reduce "
+                      "sum of 64 x f32; rank 1 called barrier"),
+            std::string::npos);
+}
+
+TEST_F(Rlxrun, FlightRecordShowsMismatchedSizesSideBySide) {
+  EXPECT_NE(flight_record_of("mismatch_size")
+                .find("ranks disagree on call #0 of group world: ranks 0, 2 called all_reduce "
+                      "sum of 2000 x f32; rank 1 called all_reduce sum of 1000 x f32"),
+            std::string::npos);
+}
+
+TEST_F(Rlxrun, FlightRecordNamesAKilledRankByTheRecordItDidNotLeave) {
+  const std::string lines = flight_record_of("peer_killed");
+  EXPECT_NE(lines.find("rank 2 left no record (killed, or stopped before it could write one); "
+                       "ranks 0, 1 failed in all_reduce sum of 262144 x f32 #5 of group world: "),
+            std::string::npos)
+      << lines;
+  EXPECT_NE(lines.find("peer lost"), std::string::npos) << lines;
+}
+
+// With the user's RLX_DUMP_DIR the dumps stay, and rlx-analyze reads them as
+// rlxrun did.
+TEST_F(Rlxrun, TheUsersDumpDirKeepsTheDumpsAndRlxAnalyzeAgrees) {
+  const fs::path dumps = pids_dir_ / "dumps";
+  const Finished f = Subprocess({RLXRUN, "-n", "3", "--env", "RLX_DUMP_DIR=" + dumps.string(), "sh",
+                                 "-c", std::string(FAULT_PROGRAM) + " mismatch_size && exit 3"})
+                         .wait(60s);
+  EXPECT_EQ(f.exit_code(), 3) << f.err;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(fs::exists(dumps / ("rank-" + std::to_string(rank) + ".json"))) << rank;
+  }
+  const Finished analyzed = Subprocess({RLX_ANALYZE, dumps.string()}).wait(30s);
+  EXPECT_EQ(analyzed.exit_code(), 0) << analyzed.err;
+  const std::string line =
+      "ranks disagree on call #0 of group world: ranks 0, 2 called all_reduce sum of 2000 x f32; "
+      "rank 1 called all_reduce sum of 1000 x f32";
+  EXPECT_EQ(analyzed.out, line + "\n");
+  EXPECT_NE(f.err.find("rlxrun: flight record: " + line), std::string::npos) << f.err;
+  EXPECT_EQ(Subprocess({RLX_ANALYZE, (pids_dir_ / "none").string()}).wait(30s).exit_code(), 1);
+  EXPECT_EQ(Subprocess({RLX_ANALYZE}).wait(30s).exit_code(), 2);
+}
+
+// rlxrun asks only processes whose rlx said it answers SIGUSR1: to anything
+// else (here a shell that traps it) a stray SIGUSR1 would be an attack.
+TEST_F(Rlxrun, AProgramWithASigusr1OfItsOwnIsNeverSentOne) {
+  const Finished f =
+      Subprocess({RLXRUN, "-n", "2", "sh", "-c",
+                  "trap 'echo got SIGUSR1' USR1; [ \"$RLX_RANK\" = 1 ] && exit 1; sleep 5 & wait"})
+          .wait(30s);
+  EXPECT_EQ(f.exit_code(), 1) << f.err;
+  EXPECT_EQ(f.out.find("got SIGUSR1"), std::string::npos) << f.out;
+}
+
 TEST_F(Rlxrun, AnOutputDirThatCannotBeWrittenExitsTwoBeforeAnyRankStarts) {
   const fs::path file = pids_dir_ / "a-file";
   std::ofstream(file) << "not a directory";

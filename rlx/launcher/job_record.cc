@@ -1,0 +1,100 @@
+#include "rlx/launcher/job_record.h"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+
+#include <unistd.h>
+
+#include "rlx/launcher/record_analysis.h"
+#include "rlx/transport/launch_env.h"
+
+namespace rlx::launcher {
+namespace {
+
+std::uint64_t unix_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+constexpr std::string_view kOwnPrefix = "rlxrun-record.";
+
+// What an rlxrun that was killed (SIGKILL: no destructor ran) left: its
+// directory is named after its pid, so a directory whose rlxrun is gone goes.
+void remove_orphaned_directories(const std::string& parent) {
+  std::error_code error;
+  std::filesystem::directory_iterator it(parent, error);
+  for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(kOwnPrefix)) continue;
+    const std::string pid =
+        name.substr(kOwnPrefix.size(), name.find('.', kOwnPrefix.size()) - kOwnPrefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) {
+      std::error_code ignored;
+      std::filesystem::remove_all(it->path(), ignored);
+    }
+  }
+}
+
+}  // namespace
+
+JobRecord::JobRecord(const std::string& user_dir, const std::string& cwd)
+    : started_unix_ns_(unix_ns()) {
+  std::error_code error;
+  if (!user_dir.empty()) {
+    std::filesystem::path dir = user_dir;
+    if (dir.is_relative()) {
+      dir = (cwd.empty() ? std::filesystem::current_path(error) : std::filesystem::path(cwd)) / dir;
+    }
+    dir_ = dir.lexically_normal().string();
+    return;
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+  remove_orphaned_directories(parent);
+  std::string pattern =
+      parent + "/" + std::string(kOwnPrefix) + std::to_string(::getpid()) + ".XXXXXX";
+  if (::mkdtemp(pattern.data()) != nullptr) {
+    dir_ = pattern;
+    own_ = true;
+  }
+}
+
+JobRecord::~JobRecord() {
+  if (!own_) return;
+  std::error_code ignored;
+  std::filesystem::remove_all(dir_, ignored);
+}
+
+std::optional<std::string> JobRecord::variable() const {
+  if (!own_) return std::nullopt;
+  return std::string(launch_env::kDumpDir) + "=" + dir_;
+}
+
+bool JobRecord::ask_for_dumps() const {
+  if (dir_.empty()) return false;
+  std::ofstream(dir_ + "/" + std::string(launch_env::kDumpRequestFile), std::ios::trunc)
+      << unix_ns() << '\n';
+  return true;
+}
+
+std::vector<std::string> JobRecord::findings(int world_size,
+                                             const std::set<int>& missing_matters) const {
+  if (dir_.empty()) return {};
+  std::vector<std::string> problems;
+  auto records = read_records(dir_, problems);
+  std::erase_if(records, [this](const RankRecord& r) { return r.now_unix_ns < started_unix_ns_; });
+  auto lines = find_culprits(records, world_size, &missing_matters);
+  lines.insert(lines.end(), problems.begin(), problems.end());
+  return lines;
+}
+
+}  // namespace rlx::launcher
