@@ -116,7 +116,9 @@ bool expect_error(rlx::ErrorKind expected, Body body,
 
 // A call that returned, even by failing, writes no more into its buffer:
 // parts of the failed step that arrive late (from ranks still alive) must
-// not land in it. Watched for a while, since late parts come when they come.
+// not land in it. There is no event to wait on for something that must not
+// happen, so the buffer is watched for 300 ms: a shorter wait could only
+// miss a late write (passing when it should fail), never fail a sound run.
 bool untouched_after_return(const std::vector<float>& buffer) {
   const std::vector<float> returned = buffer;
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
