@@ -144,7 +144,9 @@ Group init(std::string_view backend, bool strict) {
     return w.group;
   }
   auto env = launch_env::from_process_environment();
-  configure_log(env.log_level, env.rank.value_or(env.mpi_rank.value_or(-1)));
+  // Under rlxrun's tags ("[2] ...") the rank is said once.
+  configure_log(env.log_level,
+                env.output_tagged ? -1 : env.rank.value_or(env.mpi_rank.value_or(-1)));
   size_from_static_table(env);
   const auto kind =
       choose_backend(env, backend, strict, {.mpi = mpi::is_built(), .verbs = verbs::is_built()});

@@ -253,8 +253,10 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
   log_paths(records);
 }
 
+// Said at info level after the backend's own line per peer ("tcp to ..."),
+// which is how the connection was made, not the way calls go.
 void SameHost::log_paths(const std::vector<HostRecord>& records) const {
-  if (!log_enabled(LogLevel::debug)) return;
+  if (!log_enabled(LogLevel::info)) return;
   const HostRecord& mine = records[static_cast<std::size_t>(rank_)];
   for (int peer = 0; peer < world_size_; ++peer) {
     if (peer == rank_) continue;
@@ -270,7 +272,7 @@ void SameHost::log_paths(const std::vector<HostRecord>& records) const {
     } else {
       why = "the network (same host, but shared memory could not be set up: see the warnings)";
     }
-    log(LogLevel::debug, "peer " + std::to_string(peer) + ": " + why);
+    log(LogLevel::info, "peer " + std::to_string(peer) + ": calls go through " + why);
   }
 }
 

@@ -104,6 +104,7 @@ std::vector<std::string> rank_variables(const Options& options, int rank,
   } else if (std::getenv(launch_env::kBackend) == nullptr) {
     set(launch_env::kBackend, "tcp");
   }
+  set(launch_env::kOutputTagged, options.tag_output ? "1" : "0");
   set(launch_env::kJobToken, token);
   set(launch_env::kCoordinator, coordinator);
   if (!options.ifname.empty()) set(launch_env::kIfname, options.ifname);

@@ -257,6 +257,7 @@ LaunchEnv parse(const Lookup& lookup) {
   env.tune = parse_tune(get_string(lookup, kTune));
   env.shm = get_int(lookup, kShm, 0, 1, "0 (off) or 1 (on)").value_or(1) == 1;
   env.log_level = get_log_level(lookup);
+  env.output_tagged = get_string(lookup, kOutputTagged) == "1";
   env.record = record_settings(lookup);
   env.verbs = get_verbs_settings(lookup);
   return env;

@@ -50,6 +50,9 @@ inline constexpr const char* kTune = "RLX_TUNE";  // algorithms by size (rlx/tra
 inline constexpr const char* kShm = "RLX_SHM";
 // What rlx prints: debug | info | warn (rlx/transport/log.h).
 inline constexpr const char* kLog = "RLX_LOG";
+// "1" when the launcher tags each line of output with its rank (rlxrun
+// does, unless --no-tag-output): rlx's own lines then leave the rank out.
+inline constexpr const char* kOutputTagged = "RLX_OUTPUT_TAGGED";
 // The flight recorder (rlx/transport/call_record.h): how many calls each
 // process keeps, and where it dumps them (rlxrun sets a directory of its own).
 inline constexpr const char* kRecordCalls = "RLX_RECORD_CALLS";
@@ -166,6 +169,7 @@ struct LaunchEnv {
   std::vector<TuneRule> tune;   // RLX_TUNE's rules, in the order written
   bool shm = true;              // RLX_SHM: ranks of one host share memory
   LogLevel log_level = LogLevel::warn;
+  bool output_tagged = false;  // RLX_OUTPUT_TAGGED
   RecordSettings record;
   VerbsSettings verbs;
   std::optional<int> mpi_rank;

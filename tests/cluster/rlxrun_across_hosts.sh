@@ -69,11 +69,11 @@ case $case_name in
       for ((rank = 0; rank < ranks; rank++)); do
         grep -q "^\[$rank\] \[  PASSED  \]" out.txt || fail "rank $rank did not report PASSED"
       done
-      grep -q "^\[0\] rlx\[0\] debug: peer 1: shared memory (same host ${namespaces[0]})" out.txt ||
+      grep -q "^\[0\] rlx info: peer 1: calls go through shared memory (same host ${namespaces[0]})" out.txt ||
         fail "ranks 0 and 1 did not share memory"
-      grep -q "^\[0\] rlx\[0\] debug: peer 2: the network (rank 2 is on host ${namespaces[1]})" out.txt ||
+      grep -q "^\[0\] rlx info: peer 2: calls go through the network (rank 2 is on host ${namespaces[1]})" out.txt ||
         fail "rank 0 did not reach rank 2 over the network"
-      grep -q "^\[0\] rlx\[0\] debug: all_reduce .* of 1000003 x f32 .*: $how (cost model" out.txt ||
+      grep -q "^\[0\] rlx debug: all_reduce .* of 1000003 x f32 .*: $how (cost model" out.txt ||
         { grep "1000003 x f32" out.txt | head -3; fail "the large all-reduce did not choose $how"; }
     }
     run_suite

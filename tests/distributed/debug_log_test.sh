@@ -28,25 +28,25 @@ expect() {  # expect COUNT REGEX FILE: at least COUNT lines match
   { echo "debug_log_test: the debug run failed" >&2; failures=$((failures + 1)); }
 cat "$work/debug.log"
 for rank in 0 1 2; do
-  expect 1 "^\[$rank\] rlx\[$rank\] debug: connected to the rendezvous at 127\.0\.0\.1:" "$work/debug.log"
-  expect 2 "^\[$rank\] rlx\[$rank\] info: peer [0-2]: tcp to 127\.0\.0\.1:[0-9]+, 3 connections" \
+  expect 1 "^\[$rank\] rlx debug: connected to the rendezvous at 127\.0\.0\.1:" "$work/debug.log"
+  expect 2 "^\[$rank\] rlx info: peer [0-2]: connected by tcp to 127\.0\.0\.1:[0-9]+, 3 connections" \
     "$work/debug.log"
-  expect 1 "^\[$rank\] rlx\[$rank\] info: rank $rank of 3 on the tcp backend" "$work/debug.log"
-  expect 1 "^\[$rank\] rlx\[$rank\] debug: all_reduce sum of 1048576 x f32 .*: ring \(network\), at or above the crossover of [0-9]+ B at 3 ranks \(cost model: rank 0's constants; this rank's are built in" \
+  expect 1 "^\[$rank\] rlx info: rank $rank of 3 on the tcp backend" "$work/debug.log"
+  expect 1 "^\[$rank\] rlx debug: all_reduce sum of 1048576 x f32 .*: ring \(network\), at or above the crossover of [0-9]+ B at 3 ranks \(cost model: rank 0's constants; this rank's are built in" \
     "$work/debug.log"
-  expect 1 "^\[$rank\] rlx\[$rank\] debug: all_gather of 1 x i32 .*: direct \(network\), blocks below" "$work/debug.log"
-  expect 2 "^\[$rank\] rlx\[$rank\] debug: peer [0-2]: the network \(same host, but RLX_SHM=0" "$work/debug.log"
+  expect 1 "^\[$rank\] rlx debug: all_gather of 1 x i32 .*: direct \(network\), blocks below" "$work/debug.log"
+  expect 2 "^\[$rank\] rlx info: peer [0-2]: calls go through the network \(same host, but RLX_SHM=0" "$work/debug.log"
 done
 
 "$rlxrun" -n 3 --timeout 60 --env RLX_LOG=debug "$program" >"$work/shm.log" 2>&1 ||
   { echo "debug_log_test: the shared-memory run failed" >&2; failures=$((failures + 1)); }
 cat "$work/shm.log"
 for rank in 0 1 2; do
-  expect 1 "^\[$rank\] rlx\[$rank\] info: shared memory with ranks 0,1,2 on host " "$work/shm.log"
-  expect 2 "^\[$rank\] rlx\[$rank\] debug: peer [0-2]: shared memory \(same host " "$work/shm.log"
-  expect 1 "^\[$rank\] rlx\[$rank\] debug: all_reduce sum of 1048576 x f32 .*collective #0: shared_memory \(shared memory\), every rank on one host: shared memory among 3 ranks, pipelined" \
+  expect 1 "^\[$rank\] rlx info: shared memory with ranks 0,1,2 on host " "$work/shm.log"
+  expect 2 "^\[$rank\] rlx info: peer [0-2]: calls go through shared memory \(same host " "$work/shm.log"
+  expect 1 "^\[$rank\] rlx debug: all_reduce sum of 1048576 x f32 .*collective #0: shared_memory \(shared memory\), every rank on one host: shared memory among 3 ranks, pipelined" \
     "$work/shm.log"
-  expect 1 "^\[$rank\] rlx\[$rank\] debug: all_gather of 1 x i32 .*: shared memory among 3 ranks, one-shot" \
+  expect 1 "^\[$rank\] rlx debug: all_gather of 1 x i32 .*: shared memory among 3 ranks, one-shot" \
     "$work/shm.log"
 done
 
@@ -63,7 +63,7 @@ expect 3 "debug: all_reduce sum of 1048576 x f32 .*: recursive_doubling \(networ
 "$rlxrun" -n 2 --timeout 60 --env RLX_LOG=debug "$train" >"$work/train.log" 2>&1 ||
   { echo "debug_log_test: the training run failed" >&2; failures=$((failures + 1)); }
 for rank in 0 1; do
-  grep -E "^\[$rank\] rlx\[$rank\] debug: .*collective #" "$work/train.log" |
+  grep -E "^\[$rank\] rlx debug: .*collective #" "$work/train.log" |
     sed -E 's/collective #[0-9]+//' | sort >"$work/train.$rank"
   if [[ ! -s $work/train.$rank ]] || [[ -n $(uniq -d "$work/train.$rank") ]]; then
     echo "debug_log_test: rank $rank's choices are missing or repeat:" >&2
@@ -113,10 +113,19 @@ expect 3 "rank 1 forces other algorithms than rank 0 \(RLX_TUNE or RLX_ALL_REDUC
 
 "$rlxrun" -n 3 --timeout 60 "$program" >"$work/quiet.log" 2>&1 ||
   { echo "debug_log_test: the quiet run failed" >&2; failures=$((failures + 1)); }
-if grep -E 'rlx\[[0-9]+\] (debug|info)' "$work/quiet.log"; then
+if grep -E 'rlx(\[[0-9]+\])? (debug|info)' "$work/quiet.log"; then
   echo "debug_log_test: debug or info lines without RLX_LOG" >&2
   failures=$((failures + 1))
 fi
 expect 3 "0 wrong" "$work/quiet.log"
+
+# The rank is said once: by rlxrun's tag, else by rlx itself.
+if grep -E '^\[[0-9]+\] rlx\[' "$work/debug.log" "$work/shm.log"; then
+  echo "debug_log_test: lines that carry the rank twice" >&2
+  failures=$((failures + 1))
+fi
+"$rlxrun" -n 2 --timeout 60 --no-tag-output --env RLX_LOG=info "$program" >"$work/untagged.log" 2>&1 ||
+  { echo "debug_log_test: the untagged run failed" >&2; failures=$((failures + 1)); }
+expect 1 "^rlx\[1\] info: rank 1 of 2 on the tcp backend" "$work/untagged.log"
 ((failures == 0)) && echo "debug_log_test: passed"
 exit $((failures > 0))

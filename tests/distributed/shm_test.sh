@@ -53,10 +53,10 @@ case $case_name in
       fail "the job failed over TCP"
     cat "$work/out"
     for rank in 0 1 2; do
-      expect 1 "^\[$rank\] rlx\[$rank\] warning: .*cannot reserve .* of shared memory in /dev/shm" "$work/out"
-      expect 1 "^\[$rank\] rlx\[$rank\] warning: shared memory with ranks 0,1,2 is off: .*using the network" \
+      expect 1 "^\[$rank\] rlx warning: .*cannot reserve .* of shared memory in /dev/shm" "$work/out"
+      expect 1 "^\[$rank\] rlx warning: shared memory with ranks 0,1,2 is off: .*using the network" \
         "$work/out"
-      expect 2 "^\[$rank\] rlx\[$rank\] debug: peer [0-2]: the network \(same host, but shared memory could not" \
+      expect 2 "^\[$rank\] rlx info: peer [0-2]: calls go through the network \(same host, but shared memory could not" \
         "$work/out"
     done
     expect 3 "0 wrong" "$work/out"
@@ -84,7 +84,7 @@ case $case_name in
   off)
     "$rlxrun" -n 2 --timeout 60 --env RLX_SHM=0 --env RLX_LOG=debug "$hello" >"$work/out" 2>&1 ||
       fail "the job failed"
-    expect 2 "debug: peer [01]: the network \(same host, but RLX_SHM=0" "$work/out"
+    expect 2 "info: peer [01]: calls go through the network \(same host, but RLX_SHM=0" "$work/out"
     expect 2 "0 wrong" "$work/out"
     ;;
   *)

@@ -136,7 +136,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
     if (peer == static_cast<std::size_t>(rank())) continue;
     auto& mine = connections[peer];
     log_lazily(LogLevel::info, [&] {
-      return "peer " + std::to_string(peer) + ": tcp to " + table[peer].host + ":" +
+      return "peer " + std::to_string(peer) + ": connected by tcp to " + table[peer].host + ":" +
              std::to_string(table[peer].port) + ", " + std::to_string(mine.size()) +
              " connections, congestion control " + congestion_control_of(mine[0].get());
     });
