@@ -1,6 +1,7 @@
 #include "rlx/collectives/links_transport.h"
 
 #include "rlx/collectives/algorithms.h"
+#include "rlx/transport/call_record.h"
 
 namespace rlx {
 
@@ -109,6 +110,7 @@ void LinksTransport::run(const CollectiveCall& call, const CollectiveArgs& args)
   const Choice choice = choose_algorithm(situation, tuning_);
   const Algorithm& algorithm = *choice.algorithm;
   log_choice(choices_, call, bytes, algorithm.name, name_of(algorithm.path), choice.why);
+  CallRecord::process().note_choice(algorithm.name, name_of(algorithm.path));
   if (algorithm.path == Path::network) check_on_host(call);
   AlgorithmContext context{links(), same_host_.get(), tuning_};
   algorithm.run(context, call, args);

@@ -399,7 +399,7 @@ int Job::run() {
     rendezvous_address = rendezvous_host(options_, placements_);
     const launch_env::LaunchEnv settings = rank_settings(options_, placements_.front());
     check_descriptor_budget(options_, placements_, settings);
-    record_.emplace(settings.record.dump_dir, options_.cwd);
+    record_.emplace(settings.record.dump_dir, settings.record.trace_dir, options_.cwd);
     connect_timeout = settings.connect_timeout;
     copy_fds = open_copy_files(options_);
   } catch (const std::exception& error) {
@@ -426,6 +426,7 @@ int Job::run() {
       say("flight record: " + line);
     }
   }
+  for (const auto& line : record_->merge_trace()) say(line);
   // Ranks unlink their shared memory once every peer mapped it; a job that
   // failed before then leaves names behind. Every rank has ended here.
   if (!token_.empty()) shm::remove_job_segments(shm::kDefaultDirectory, token_);

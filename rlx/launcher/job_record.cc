@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "rlx/launcher/record_analysis.h"
+#include "rlx/launcher/trace_merge.h"
 #include "rlx/transport/launch_env.h"
 
 namespace rlx::launcher {
@@ -44,17 +45,24 @@ void remove_orphaned_directories(const std::string& parent) {
   }
 }
 
+// `dir` as the ranks see it: relative to their working directory `cwd`.
+std::string as_ranks_see_it(const std::string& dir, const std::string& cwd) {
+  if (dir.empty()) return "";
+  std::filesystem::path path = dir;
+  std::error_code error;
+  if (path.is_relative()) {
+    path = (cwd.empty() ? std::filesystem::current_path(error) : std::filesystem::path(cwd)) / path;
+  }
+  return path.lexically_normal().string();
+}
+
 }  // namespace
 
-JobRecord::JobRecord(const std::string& user_dir, const std::string& cwd)
-    : started_unix_ns_(unix_ns()) {
-  std::error_code error;
+JobRecord::JobRecord(const std::string& user_dir, const std::string& trace_dir,
+                     const std::string& cwd)
+    : trace_dir_(as_ranks_see_it(trace_dir, cwd)), started_unix_ns_(unix_ns()) {
   if (!user_dir.empty()) {
-    std::filesystem::path dir = user_dir;
-    if (dir.is_relative()) {
-      dir = (cwd.empty() ? std::filesystem::current_path(error) : std::filesystem::path(cwd)) / dir;
-    }
-    dir_ = dir.lexically_normal().string();
+    dir_ = as_ranks_see_it(user_dir, cwd);
     return;
   }
   const char* tmp = std::getenv("TMPDIR");
@@ -94,6 +102,21 @@ std::vector<std::string> JobRecord::findings(int world_size,
   std::erase_if(records, [this](const RankRecord& r) { return r.now_unix_ns < started_unix_ns_; });
   auto lines = find_culprits(records, world_size, &missing_matters);
   lines.insert(lines.end(), problems.begin(), problems.end());
+  return lines;
+}
+
+std::vector<std::string> JobRecord::merge_trace() const {
+  if (trace_dir_.empty()) return {};
+  const MergedTrace merged = merge_traces(trace_dir_, started_unix_ns_);
+  std::vector<std::string> lines;
+  if (!merged.path.empty()) {
+    lines.push_back("trace of " + std::to_string(merged.calls) + " calls from " +
+                    std::to_string(merged.ranks) + (merged.ranks == 1 ? " rank: " : " ranks: ") +
+                    merged.path + " (open it in ui.perfetto.dev or chrome://tracing)");
+  } else if (merged.problems.empty()) {
+    lines.push_back("no rank wrote a trace into " + trace_dir_ + " (RLX_TRACE)");
+  }
+  lines.insert(lines.end(), merged.problems.begin(), merged.problems.end());
   return lines;
 }
 

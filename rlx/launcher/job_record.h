@@ -15,8 +15,8 @@ class JobRecord {
  public:
   // The ranks' RLX_DUMP_DIR as rlxrun passes it on (`user_dir`, relative to
   // the ranks' working directory `cwd`), or a fresh directory of rlxrun's
-  // own when that is empty.
-  JobRecord(const std::string& user_dir, const std::string& cwd);
+  // own when that is empty; and their RLX_TRACE (`trace_dir`, empty: none).
+  JobRecord(const std::string& user_dir, const std::string& trace_dir, const std::string& cwd);
   // Removes the directory when it is rlxrun's own.
   ~JobRecord();
   JobRecord(const JobRecord&) = delete;
@@ -34,11 +34,19 @@ class JobRecord {
   // were not dumps rlx can read. A rank without a dump is named only when
   // it is in `missing_matters`.
   std::vector<std::string> findings(int world_size, const std::set<int>& missing_matters) const;
+  // What each rank was doing when it answered the last ask_for_dumps(), and
+  // what holds the job up, if anything: the view of a running job.
+  std::vector<std::string> status(int world_size) const;
+  // With RLX_TRACE, merges the traces this job's ranks wrote into one file
+  // (trace_merge.h) and says where it is, and what was passed over.
+  std::vector<std::string> merge_trace() const;
 
  private:
   std::string dir_;
+  std::string trace_dir_;
   bool own_ = false;
   std::uint64_t started_unix_ns_ = 0;
+  std::uint64_t asked_unix_ns_ = 0;  // the last ask_for_dumps()
 };
 
 }  // namespace rlx::launcher

@@ -220,8 +220,8 @@ void analyze_group(const std::string& label, const std::vector<int>& members,
 
 std::string RecordedEntry::shape() const {
   if (!is_collective()) {
-    return call + (call == "send" ? " to" : " from") + " rank " + std::to_string(peer) + " (tag " +
-           std::to_string(tag) + ")";
+    return call + (call == "send" || call == "isend" ? " to" : " from") + " rank " +
+           std::to_string(peer) + " (tag " + std::to_string(tag) + ")";
   }
   std::string text = call;
   if (!op.empty()) text += " " + op;

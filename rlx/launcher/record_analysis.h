@@ -23,11 +23,13 @@ struct RecordedEntry {
   std::string op;  // empty when the call does not reduce
   int peer = -1;   // the root of a rooted collective, or the peer of a send or receive
   std::int64_t tag = -1;
-  std::string state;           // running, done, failed
+  std::string state;           // running, done, failed; posted (isend, irecv)
   std::string error;           // for failed calls
   std::uint64_t start_ns = 0;  // the dump's clock (coarse: a few ms)
 
-  bool is_collective() const { return call != "send" && call != "recv"; }
+  bool is_collective() const {
+    return call != "send" && call != "recv" && call != "isend" && call != "irecv";
+  }
   // "all_reduce sum of 1000 x f32", "broadcast of 4 x i32 from rank 0",
   // "recv from rank 1 (tag 3)".
   std::string shape() const;

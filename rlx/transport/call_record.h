@@ -4,13 +4,17 @@
 // file per rank, rewritten) when one of its calls fails and when it gets
 // SIGUSR1; rlxrun sets the directory for its ranks and reads the files to
 // name the culprit (rlx-analyze does the same for a directory of dumps;
-// docs/RELIABILITY.md).
+// docs/RELIABILITY.md). With RLX_TRACE set, every call also goes into a
+// Chrome trace (trace-rank-R.json), which rlxrun merges for the job.
 //
 // Each thread that makes calls writes a ring of its own (RLX_RECORD_CALLS
 // entries), so recording is a few plain stores on the calling thread: no
 // atomic read-modify-write, no clock read (a service thread, which runs only
-// with a dump directory, keeps the time a call starts at, to 10 ms), no
-// allocation after a thread's first call (docs/BENCHMARKS.md has the cost).
+// with a dump or trace directory, keeps the time a call starts and ends at,
+// to 10 ms; a trace reads the clock itself), no allocation after a thread's
+// first call (docs/BENCHMARKS.md has the cost). The trace is written by the
+// service thread from the rings, so a ring must not wrap between two of its
+// visits: it visits every 10 ms, every millisecond while calls come fast.
 #pragma once
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -51,8 +56,9 @@ class CallRecord {
 
   // A record of the last `entries` calls of each thread (rounded up to a
   // power of two; 0 records nothing) that dumps into `dump_dir` (empty:
-  // never, and no service thread).
-  CallRecord(std::size_t entries, std::string dump_dir);
+  // never) and traces into `trace_dir` (empty: no trace). Without either
+  // there is no service thread.
+  CallRecord(std::size_t entries, std::string dump_dir, std::string trace_dir = {});
   ~CallRecord();
   CallRecord(const CallRecord&) = delete;
   CallRecord& operator=(const CallRecord&) = delete;
@@ -84,7 +90,11 @@ class CallRecord {
     const SplitScope* outer_;
   };
 
+  // The record's insides (call_record.cc): a thread's ring, an entry read
+  // from it, and a call's state.
   struct Ring;
+  struct SlotCopy;
+  enum class State : std::uint8_t;
   // An entry being recorded; `ring` is null when the call goes unrecorded.
   struct Ticket {
     Ring* ring = nullptr;
@@ -94,9 +104,21 @@ class CallRecord {
   // Records that `call` started on `group` as its `sequence`-th recorded
   // collective. end() and fail() must come from the same thread.
   Ticket begin(std::uint32_t group, const RecordedCall& call, std::uint64_t sequence);
+  // Records that `call` (an isend or irecv) was posted on `group`: it runs
+  // on, and is recorded as "posted".
+  void posted(std::uint32_t group, const RecordedCall& call);
   // Marks the entry done, or failed with `error` (then dumps, with a directory).
   void end(Ticket ticket);
   void fail(Ticket ticket, const std::exception_ptr& error) noexcept;
+  // The call running on this thread goes by `algorithm` over `path` (both
+  // with static storage: they are kept by address). A call keeps the first
+  // choice it notes: the steps of a hierarchical call choose again.
+  void note_choice(std::string_view algorithm, std::string_view path);
+
+  // Writes the calls that ended since the last visit into the trace; with
+  // `finish`, the running ones too, and closes it (later calls go untraced).
+  // The process's record finishes its trace at exit.
+  void flush_trace(bool finish) noexcept;
 
   // Writes the record into the dump directory as rank-R.json (R: the rank
   // in the world group), replacing an older dump; `reason` says why.
@@ -114,6 +136,8 @@ class CallRecord {
     bool open = true;
   };
   friend struct RingLease;
+  Ticket begin_as(std::uint32_t group, const RecordedCall& call, std::uint64_t sequence,
+                  State state);
   Ring* lease_ring();  // this thread's ring, the first time it records here
   void release(Ring* ring);
   Group* find_group(std::uint32_t id);  // mutex_ held
@@ -121,9 +145,19 @@ class CallRecord {
   void serve();
   bool dump_requested();
   void answer_dump_signal();
+  std::uint64_t clock() const;
+  // The most calls one ring had to write (how fast calls come).
+  std::size_t write_trace(bool finish) noexcept;
+  bool open_trace();    // trace_mutex_ held
+  void stop_tracing();  // trace_mutex_ held
+  // The next calls of `ring` (trace_mutex_ and mutex_ held).
+  std::size_t trace_ring(Ring& ring, bool finish);
+  void append_trace_event(const SlotCopy& copy, State state, const Ring& ring, std::uint64_t index);
 
   const std::size_t entries_;
   const std::string dump_dir_;            // absolute
+  const std::string trace_dir_;           // absolute
+  const bool precise_clock_;              // a trace times calls to the nanosecond
   const std::uint64_t serial_;            // tells this record's rings from an older one's
   std::atomic<std::uint64_t> now_ns_{0};  // the service thread's clock, 0 without one
   std::atomic<bool> dumps_off_{false};    // in a forked child
@@ -142,6 +176,16 @@ class CallRecord {
   std::uint64_t dumps_written_ = 0;
   std::int64_t request_seen_ns_ = 0;  // the newest dump request answered (its mtime)
   int wake_[2] = {-1, -1};            // the service thread's pipe: a byte asks for a dump
+  std::atomic<bool> tracing_{false};  // a trace is open, or will be at the first call
+  std::mutex trace_mutex_;            // one writer of the trace at a time; guards what follows
+  int trace_fd_ = -1;
+  bool trace_finished_ = false;
+  int trace_rank_ = -1;
+  std::int64_t trace_unix_offset_ns_ = 0;               // wall clock minus the record's clock
+  std::map<std::uint32_t, std::string> trace_choices_;  // algorithm << 16 | path: as written
+  std::set<std::uint64_t> tracks_;                      // the tids named so far
+  std::uint64_t trace_lost_ = 0;                        // overwritten before they were written
+  std::string trace_buffer_;
   std::atomic<bool> stopping_{false};
   std::thread service_;
 };

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -175,6 +176,162 @@ TEST(CallRecord, WithADumpDirItKeepsTimeAndAnswersADumpOfItsOwn) {
       }
     }
     EXPECT_EQ(reason, "asked for (the dump request file)");
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CallRecord, ACallKeepsTheFirstChoiceItNotesAndWhenItEnded) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rlx-record-choice-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    CallRecord record(8, dir.string());
+    record.add_group("world", 0, {0, 1});
+    record.note_choice("ring", "network");  // no call runs: nothing to note
+    const auto ticket = record.begin(0, {"all_reduce", 4, Dtype::f32, 0}, 0);
+    record.note_choice("hierarchical", "hierarchical");
+    record.note_choice("ring", "network");  // a step of the hierarchical call
+    record.end(ticket);
+    record.end(record.begin(0, {"barrier"}, 1));
+    const auto calls = calls_of(record);
+    EXPECT_EQ(calls[0].at("algorithm"), "hierarchical");
+    EXPECT_EQ(calls[0].at("path"), "hierarchical");
+    EXPECT_GE(calls[0].at("end_ns").get<std::uint64_t>(),
+              calls[0].at("start_ns").get<std::uint64_t>());
+    EXPECT_FALSE(calls[1].contains("algorithm"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CallRecord, APostedReceiveIsRecordedAsPosted) {
+  CallRecord record(8, "");
+  record.add_group("world", 0, {0, 1});
+  record.posted(0, {"irecv", 8, Dtype::u8, -1, 1, 3});
+  record.end(record.begin(0, {"barrier"}, 0));
+  const auto calls = calls_of(record);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].at("call"), "irecv");
+  EXPECT_EQ(calls[0].at("state"), "posted");
+  EXPECT_EQ(calls[0].at("peer"), 1);
+  EXPECT_EQ(calls[1].at("state"), "done");
+}
+
+// The trace file's events, parsed as Chrome's JSON array format.
+nlohmann::json trace_events(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<nlohmann::json> of_phase(const nlohmann::json& events, std::string_view phase) {
+  std::vector<nlohmann::json> found;
+  for (const auto& e : events) {
+    if (e.at("ph") == phase) found.push_back(e);
+  }
+  return found;
+}
+
+TEST(CallRecord, ATraceHoldsEveryCallAsAChromeEvent) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rlx-record-trace-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    CallRecord record(8, "", dir.string());
+    record.add_group("world", 1, {0, 1});
+    for (std::uint64_t i = 0; i < 6; ++i) {
+      const auto ticket = record.begin(0, {"all_reduce", 1 + i, Dtype::f32, 0}, i);
+      record.note_choice("recursive_doubling", "network");
+      record.end(ticket);
+    }
+    record.flush_trace(false);
+    record.end(record.begin(0, {"send", 16, Dtype::u8, -1, 0, 5}, 0));
+    record.fail(record.begin(0, {"barrier"}, 6),
+                std::make_exception_ptr(std::runtime_error("rank 0 went away")));
+    record.begin(0, {"broadcast", 2, Dtype::i32, -1, 0}, 7);  // still running at the end
+    record.flush_trace(true);
+    record.end(record.begin(0, {"barrier"}, 8));  // after the trace closed: untraced
+    record.flush_trace(true);
+  }
+  const auto events = trace_events(dir / "trace-rank-1.json");
+  const auto calls = of_phase(events, "X");
+  ASSERT_EQ(calls.size(), 9u);
+  EXPECT_EQ(calls[0].at("name"), "all_reduce");
+  EXPECT_EQ(calls[0].at("cat"), "collective");
+  EXPECT_EQ(calls[0].at("pid"), 1);
+  EXPECT_EQ(calls[0].at("args").at("algorithm"), "recursive_doubling");
+  EXPECT_EQ(calls[0].at("args").at("op"), "sum");
+  EXPECT_EQ(calls[5].at("args").at("count"), 6);
+  EXPECT_EQ(calls[6].at("cat"), "point_to_point");
+  EXPECT_EQ(calls[6].at("args").at("tag"), 5);
+  EXPECT_EQ(calls[7].at("args").at("state"), "failed");
+  EXPECT_EQ(calls[7].at("args").at("error"), "rank 0 went away");
+  EXPECT_EQ(calls[8].at("args").at("state"), "running");
+  for (std::size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_GE(calls[i].at("ts").get<double>(), calls[i - 1].at("ts").get<double>());
+    EXPECT_GE(calls[i].at("dur").get<double>(), 0.0);
+  }
+  // Wall-clock microseconds, so ranks of different hosts line up.
+  const double now_us =
+      std::chrono::duration<double, std::micro>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  EXPECT_NEAR(calls[0].at("ts").get<double>(), now_us, 60e6);
+  bool named_world = false;
+  for (const auto& meta : of_phase(events, "M")) {
+    if (meta.at("name") == "thread_name" && meta.at("tid") == calls[0].at("tid")) {
+      named_world = meta.at("args").at("name").get<std::string>().starts_with("world");
+    }
+  }
+  EXPECT_TRUE(named_world);
+  std::filesystem::remove_all(dir);
+}
+
+// A ring of 4 and 40 calls: a call that would overwrite one not yet in the
+// trace writes the trace first.
+TEST(CallRecord, ATraceKeepsEveryCallThoughTheRingIsSmall) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rlx-record-small-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    CallRecord record(4, "", dir.string());
+    record.add_group("world", 0, {0});
+    for (std::uint64_t i = 0; i < 40; ++i) record.end(record.begin(0, {"barrier"}, i));
+  }
+  const auto calls = of_phase(trace_events(dir / "trace-rank-0.json"), "X");
+  ASSERT_EQ(calls.size(), 40u);
+  for (std::size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i].at("args").at("sequence"), i);
+  std::filesystem::remove_all(dir);
+}
+
+// Threads that record at once, each writing the trace when its small ring
+// is full, while the service thread writes it too: every call, once.
+TEST(CallRecord, ThreadsTracingAtOnceLoseNoCall) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rlx-record-threads-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  constexpr int kThreads = 4;
+  constexpr std::uint64_t kCalls = 3000;
+  {
+    CallRecord record(16, "", dir.string());
+    record.add_group("world", 0, {0});
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&record, t] {
+        for (std::uint64_t i = 0; i < kCalls; ++i) {
+          const auto ticket = record.begin(0, {"send", i, Dtype::u8, -1, 0, t}, 0);
+          record.note_choice("direct", "network");
+          record.end(ticket);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+  }
+  std::map<std::int64_t, std::vector<std::uint64_t>> counts;  // by tag: the thread
+  for (const auto& call : of_phase(trace_events(dir / "trace-rank-0.json"), "X")) {
+    counts[call.at("args").at("tag").get<std::int64_t>()].push_back(call.at("args").at("count"));
+  }
+  ASSERT_EQ(counts.size(), static_cast<std::size_t>(kThreads));
+  for (const auto& [tag, seen] : counts) {
+    ASSERT_EQ(seen.size(), kCalls) << "thread " << tag;
+    for (std::uint64_t i = 0; i < kCalls; ++i) EXPECT_EQ(seen[i], i) << "thread " << tag;
   }
   std::filesystem::remove_all(dir);
 }

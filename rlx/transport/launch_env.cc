@@ -210,6 +210,13 @@ RecordSettings record_settings(const Lookup& lookup) {
     settings.entries = static_cast<std::size_t>(*entries);
   }
   settings.dump_dir = get_string(lookup, kDumpDir);
+  settings.trace_dir = get_string(lookup, kTrace);
+  if (!settings.trace_dir.empty() && settings.entries == 0) {
+    throw CollectiveError(ErrorKind::invalid_argument, {.operation = "read launch environment"},
+                          std::string(kTrace) + " is set but " + kRecordCalls +
+                              "=0 turns the record off, and the trace is written from it",
+                          std::string("unset ") + kRecordCalls + " or " + kTrace);
+  }
   return settings;
 }
 

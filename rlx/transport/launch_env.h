@@ -61,6 +61,11 @@ inline constexpr const char* kDumpDir = "RLX_DUMP_DIR";
 // for its record (each rank's service thread looks every 10 ms): how rlxrun
 // asks, without sending a signal to processes it cannot vouch for.
 inline constexpr std::string_view kDumpRequestFile = ".dump-request";
+// Where each rank writes its calls as a Chrome trace (trace-rank-R.json),
+// and rlxrun the job's merged trace (trace.json).
+inline constexpr const char* kTrace = "RLX_TRACE";
+inline constexpr std::string_view kTraceFilePrefix = "trace-rank-";
+inline constexpr std::string_view kMergedTraceFile = "trace.json";
 // The verbs backend's device choice and waiting (rlx/backends/verbs/).
 inline constexpr const char* kIbDevice = "RLX_IB_DEVICE";       // e.g. mlx5_0, rxe0
 inline constexpr const char* kIbPort = "RLX_IB_PORT";           // 1-based port number
@@ -117,7 +122,8 @@ inline constexpr std::size_t kMaxDumpedCalls = 10000;
 
 struct RecordSettings {
   std::size_t entries = kDefaultRecordedCalls;
-  std::string dump_dir;  // empty: no dumps
+  std::string dump_dir;   // empty: no dumps
+  std::string trace_dir;  // empty: no trace
 };
 
 // RLX_ALL_REDUCE_ALGORITHM: forced, or chosen by size through the cost model.
@@ -199,7 +205,7 @@ using Lookup = std::function<const char*(const char* name)>;
 // (invalid_argument) naming the variable, its value and what is expected.
 LaunchEnv parse(const Lookup& lookup);
 
-// RLX_RECORD_CALLS and RLX_DUMP_DIR alone (the record reads them at its
+// RLX_RECORD_CALLS, RLX_DUMP_DIR and RLX_TRACE alone (the record reads them at its
 // first use, which may come before parse()); throws as parse() does.
 RecordSettings record_settings(const Lookup& lookup);
 

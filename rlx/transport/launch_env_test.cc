@@ -41,6 +41,17 @@ TEST(LaunchEnv, EmptyEnvironmentMeansNoLauncherAndDefaults) {
   EXPECT_TRUE(env.backend.empty());
 }
 
+TEST(LaunchEnv, ReadsTheFlightRecordersSettings) {
+  const LaunchEnv env =
+      parse_map({{"RLX_RECORD_CALLS", "64"}, {"RLX_DUMP_DIR", "d"}, {"RLX_TRACE", "t"}});
+  EXPECT_EQ(env.record.entries, 64u);
+  EXPECT_EQ(env.record.dump_dir, "d");
+  EXPECT_EQ(env.record.trace_dir, "t");
+  expect_rejected({{"RLX_RECORD_CALLS", "10001"}}, "RLX_RECORD_CALLS", "10000");
+  // The trace is written from the record.
+  expect_rejected({{"RLX_RECORD_CALLS", "0"}, {"RLX_TRACE", "t"}}, "RLX_TRACE", "RLX_RECORD_CALLS");
+}
+
 TEST(LaunchEnv, ReadsWhatRlxrunSets) {
   const LaunchEnv env = parse_map({{"RLX_RANK", "2"},
                                    {"RLX_WORLD_SIZE", "4"},

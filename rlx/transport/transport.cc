@@ -205,6 +205,8 @@ void Transport::do_expect_messages(int /*from*/, Tag /*tag*/, int /*change*/) {}
 
 Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
   check_send(to, tag, payload, "isend");
+  CallRecord::process().posted(
+      record_group_, {.operation = "isend", .count = payload.size(), .peer = to, .tag = tag});
   const PointToPointStream::Key key{.peer = to, .tag = tag};
   if (payload.size() <= kEagerSendBytes && p2p_stream_.idle(key)) {
     // A send never waits for its receiver: a small one is a copy into the
@@ -226,6 +228,8 @@ Request Transport::isend(int to, Tag tag, std::span<const std::byte> payload) {
 
 Request Transport::ireceive(int from, Tag tag, std::span<std::byte> into, std::size_t element) {
   check_receive(from, tag, into, "irecv");
+  CallRecord::process().posted(
+      record_group_, {.operation = "irecv", .count = into.size(), .peer = from, .tag = tag});
   return posted_receives_.post({.peer = from, .tag = tag}, into, element);
 }
 

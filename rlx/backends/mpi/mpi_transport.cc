@@ -12,6 +12,7 @@
 #include "rlx/backends/mpi/failure.h"
 #include "rlx/backends/mpi/mpi.h"
 #include "rlx/collectives/algorithm_table.h"
+#include "rlx/transport/call_record.h"
 #include "rlx/transport/log.h"
 
 namespace rlx::mpi {
@@ -295,6 +296,7 @@ CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype d
 }
 
 void MpiTransport::agree_on(const CollectiveCall& call) {
+  CallRecord::process().note_choice("open_mpi", "mpi");
   if (log_enabled(LogLevel::debug)) {
     log_choice(choices_, call, call.count * size_of(call.dtype), "open_mpi", "mpi",
                "Open MPI's own " + std::string(name_of(call.kind)) +
