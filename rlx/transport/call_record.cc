@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <map>
 #include <optional>
-#include <tuple>
 
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
@@ -600,16 +599,13 @@ namespace {
 // An entry read whole from a ring, and where it sorts.
 struct ReadEntry {
   std::uint64_t start_ns;
-  std::uint64_t group;
-  std::uint64_t sequence;
   const CallRecord::Ring* ring;
   std::uint64_t index;
   nlohmann::json json;
 
-  bool operator<(const ReadEntry& other) const {
-    return std::tie(start_ns, group, sequence, index) <
-           std::tie(other.start_ns, other.group, other.sequence, other.index);
-  }
+  // A thread's calls keep their order (its clock never goes back, and the
+  // sort is stable); calls of other threads go by when they started.
+  bool operator<(const ReadEntry& other) const { return start_ns < other.start_ns; }
 };
 
 constexpr auto kReplaceBadUtf8 = nlohmann::json::error_handler_t::replace;
@@ -682,7 +678,7 @@ void read_entries(const CallRecord::Ring& ring, std::vector<ReadEntry>& out) {
   for (std::uint64_t index = begun > kept ? begun - kept : 0; index < begun; ++index) {
     const auto copy = read_slot(ring, index);
     if (!copy) continue;
-    out.push_back({copy->start_ns, copy->group_and_peer >> 32, copy->sequence, &ring, index,
+    out.push_back({copy->start_ns, &ring, index,
                    entry_json(*copy, state_of(copy->packed, index, ended), ring.id)});
   }
 }
@@ -699,7 +695,7 @@ std::string CallRecord::to_json(std::string_view reason) {
     read_entries(*ring, read);
   }
   // Oldest first across threads; the newest kMaxDumpedCalls of them.
-  std::sort(read.begin(), read.end());
+  std::stable_sort(read.begin(), read.end());
   if (read.size() > launch_env::kMaxDumpedCalls) {
     overwritten += read.size() - launch_env::kMaxDumpedCalls;
     read.erase(read.begin(), read.end() - static_cast<std::ptrdiff_t>(launch_env::kMaxDumpedCalls));
