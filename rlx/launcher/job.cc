@@ -354,6 +354,10 @@ class Job {
   void poll_once();
   void read_output(RankState& rank, int stream);
   void handle_signals();
+  // SIGUSR1: asks the running ranks for their record, then prints what each
+  // is doing (print_status, kDumpGrace later) while the job goes on.
+  void ask_for_status();
+  void print_status();
   void reap();
   // Ends the job with `exit_code`: the running ranks get `grace` to exit on
   // their own, then SIGTERM, then SIGKILL after kKillGrace.
@@ -386,7 +390,8 @@ class Job {
   std::optional<Clock::time_point> term_deadline_;
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<Clock::time_point> drain_deadline_;
-  std::optional<JobRecord> record_;  // where local ranks dump their flight record
+  std::optional<Clock::time_point> status_deadline_;  // SIGUSR1 asked the ranks: when to answer
+  std::optional<JobRecord> record_;                   // where local ranks dump their flight record
 };
 
 int Job::run() {
@@ -578,10 +583,26 @@ void Job::handle_signals() {
     const int sig = static_cast<int>(info.ssi_signo);
     if (sig == SIGCHLD) {
       reap();
+    } else if (sig == SIGUSR1) {
+      ask_for_status();
     } else {
       stop_all(std::string("received SIG") + sigabbrev_np(sig), 128 + sig);
     }
   }
+}
+
+void Job::ask_for_status() {
+  if (stopping_ || status_deadline_) return;
+  if (!record_ || !record_->ask_for_dumps()) {
+    say("status: no flight record directory to ask the ranks through");
+    return;
+  }
+  status_deadline_ = Clock::now() + kDumpGrace;
+}
+
+void Job::print_status() {
+  status_deadline_.reset();
+  for (const auto& line : record_->status(options_.num_ranks)) say("status: " + line);
 }
 
 void Job::reap() {
@@ -667,6 +688,7 @@ void Job::check_deadlines() {
     stop_all("--timeout reached; still running: " + describe_ranks(running, hosts), 124,
              std::chrono::milliseconds(0), /*ask_for_dumps=*/true);
   }
+  if (status_deadline_ && now >= *status_deadline_) print_status();
   if (term_deadline_ && now >= *term_deadline_) terminate_running();
   if (kill_deadline_ && now >= *kill_deadline_) {
     for (const auto& rank : ranks_) {
@@ -678,7 +700,8 @@ void Job::check_deadlines() {
 
 std::optional<Clock::time_point> Job::next_deadline() const {
   std::optional<Clock::time_point> next;
-  for (const auto& deadline : {job_deadline_, term_deadline_, kill_deadline_, drain_deadline_}) {
+  for (const auto& deadline :
+       {job_deadline_, term_deadline_, kill_deadline_, drain_deadline_, status_deadline_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   return next;

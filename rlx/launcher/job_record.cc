@@ -1,5 +1,6 @@
 #include "rlx/launcher/job_record.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -87,11 +88,41 @@ std::optional<std::string> JobRecord::variable() const {
   return std::string(launch_env::kDumpDir) + "=" + dir_;
 }
 
-bool JobRecord::ask_for_dumps() const {
+bool JobRecord::ask_for_dumps() {
   if (dir_.empty()) return false;
+  asked_unix_ns_ = unix_ns();
   std::ofstream(dir_ + "/" + std::string(launch_env::kDumpRequestFile), std::ios::trunc)
-      << unix_ns() << '\n';
+      << asked_unix_ns_ << '\n';
   return true;
+}
+
+std::vector<std::string> JobRecord::status(int world_size) const {
+  if (dir_.empty()) return {"no flight record directory"};
+  std::vector<std::string> problems;
+  auto records = read_records(dir_, problems);
+  std::erase_if(records, [this](const RankRecord& r) { return r.now_unix_ns < asked_unix_ns_; });
+  std::vector<int> silent;
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (std::none_of(records.begin(), records.end(),
+                     [rank](const RankRecord& r) { return r.rank == rank; })) {
+      silent.push_back(rank);
+    }
+  }
+  const std::set<int> none;
+  auto lines = find_culprits(records, world_size, &none);
+  const auto progress = describe_progress(records);
+  lines.insert(lines.end(), progress.begin(), progress.end());
+  if (!silent.empty()) {
+    std::string ranks;
+    for (std::size_t i = 0; i < silent.size() && i < 16; ++i) {
+      ranks += (i > 0 ? ", " : "") + std::to_string(silent[i]);
+    }
+    if (silent.size() > 16) ranks += ", ... (" + std::to_string(silent.size()) + " ranks)";
+    lines.push_back((silent.size() == 1 ? "rank " : "ranks ") + ranks +
+                    " did not answer (on another host, not started, or not in rlx yet)");
+  }
+  lines.insert(lines.end(), problems.begin(), problems.end());
+  return lines;
 }
 
 std::vector<std::string> JobRecord::findings(int world_size,

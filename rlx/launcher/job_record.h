@@ -28,7 +28,7 @@ class JobRecord {
   // Asks every local rank that dumps into the directory for its record, by
   // touching its request file (no signal: rlxrun cannot vouch for what a
   // process does with one). False when there is no directory.
-  bool ask_for_dumps() const;
+  bool ask_for_dumps();
   // The lines that name the culprit, from the dumps this job wrote (older
   // ones in a user's directory are passed over), and those of files that
   // were not dumps rlx can read. A rank without a dump is named only when

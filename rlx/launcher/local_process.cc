@@ -90,7 +90,7 @@ void close_fd(int& fd) {
 int watch_process_signals() {
   sigset_t handled;
   sigemptyset(&handled);
-  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaddset(&handled, sig);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&handled, sig);
   sigprocmask(SIG_BLOCK, &handled, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const int fd = signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -378,6 +378,14 @@ OPTIONS
     environment. The rendezvous then listens on the address that routes to
     the first remote host (or --ifname's), so every host must reach it.
 
+FLIGHT RECORD AND TRACES
+    When a rank fails or --timeout ends the job, rlxrun asks the running
+    ranks for their flight record and prints the culprit ("rank 2 never
+    entered ..."). kill -USR1 <rlxrun's pid> prints what every local rank is
+    doing now, and the job goes on. With RLX_TRACE=DIR (--env or rlxrun's
+    environment) every rank writes its calls as a Chrome trace, and rlxrun
+    merges them into DIR/trace.json at the end (docs/RELIABILITY.md).
+
 EXIT STATUS
     0 when every rank exits 0; otherwise the status of the first rank that
     failed (128+N for a rank killed by signal N), 124 when --timeout ended the

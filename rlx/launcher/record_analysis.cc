@@ -258,6 +258,36 @@ std::vector<RankRecord> read_records(const std::string& dir, std::vector<std::st
   return records;
 }
 
+std::vector<std::string> describe_progress(const std::vector<RankRecord>& records) {
+  std::map<std::string, std::vector<int>> doing;
+  std::set<int> seen;
+  for (const auto& r : records) {
+    if (r.rank < 0 || !seen.insert(r.rank).second) continue;
+    RankView view{.record = &r};
+    for (const auto& g : r.groups) view.labels[g.id] = g.label;
+    const auto running = std::find_if(r.calls.rbegin(), r.calls.rend(),
+                                      [](const RecordedEntry& e) { return e.state == "running"; });
+    std::string text;
+    if (running != r.calls.rend()) {
+      text = "in " + running->shape() +
+             (running->is_collective() ? " #" + std::to_string(running->sequence) : "") +
+             " of group " + view.label_of(running->group);
+    } else if (!r.calls.empty()) {
+      const RecordedEntry& last = r.calls.back();
+      text = "in no rlx call; the last one, " + last.shape() +
+             (last.is_collective() ? " #" + std::to_string(last.sequence) : "") + " of group " +
+             view.label_of(last.group) + ", " +
+             (last.state == "done" ? std::string("finished") : last.state);
+    } else {
+      text = "has made no rlx call yet";
+    }
+    doing[text].push_back(r.rank);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [text, ranks] : doing) lines.push_back(list_ranks(ranks) + ": " + text);
+  return lines;
+}
+
 std::vector<std::string> find_culprits(const std::vector<RankRecord>& records, int world_size,
                                        const std::set<int>* missing_matters) {
   if (world_size <= 0) {

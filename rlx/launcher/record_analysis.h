@@ -68,4 +68,9 @@ std::vector<RankRecord> read_records(const std::string& dir, std::vector<std::st
 std::vector<std::string> find_culprits(const std::vector<RankRecord>& records, int world_size,
                                        const std::set<int>* missing_matters = nullptr);
 
+// What each rank is doing as its dump says, one line per distinct answer
+// ("ranks 0, 1, 3: in all_reduce sum of 4 x f32 #12 of group world"): the
+// view of a running job (rlxrun on SIGUSR1).
+std::vector<std::string> describe_progress(const std::vector<RankRecord>& records);
+
 }  // namespace rlx::launcher

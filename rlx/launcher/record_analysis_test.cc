@@ -138,6 +138,26 @@ TEST_F(Dumps, RanksAtTheSameCallInDifferentStatesAreToldApart) {
                              "group world; rank 0 finished it; ranks 1, 2 wait in it"});
 }
 
+// The view of a running job: what each rank is doing, alike ranks on one line.
+TEST_F(Dumps, ProgressGroupsTheRanksDoingTheSameThing) {
+  for (int r : {0, 2}) {
+    auto& record = rank(r, 4, 3);
+    record.begin(0, {"broadcast", 8, Dtype::i32, -1, 0}, 3);
+    record.dump("SIGUSR1");
+  }
+  auto& waiting = rank(1, 4, 3);
+  waiting.posted(0, {"irecv", 16, Dtype::u8, -1, 3, 9});
+  waiting.dump("SIGUSR1");
+  rank(3, 4, 0).dump("SIGUSR1");
+  std::vector<std::string> problems;
+  const auto lines = describe_progress(read_records(dir_.string(), problems));
+  EXPECT_EQ(joined(lines),
+            "rank 3: has made no rlx call yet\n"
+            "ranks 0, 2: in broadcast of 8 x i32 from root 0 #3 of group world\n"
+            "rank 1: in no rlx call; the last one, irecv from rank 3 (tag 9) of group world, "
+            "posted\n");
+}
+
 TEST(CulpritAnalysis, NoDumpIsNoFinding) { EXPECT_TRUE(find_culprits({}, 4).empty()); }
 
 TEST_F(Dumps, EveryRankDoneIsNoFinding) {

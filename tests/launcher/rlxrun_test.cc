@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -480,6 +481,72 @@ TEST_F(Rlxrun, TheUsersDumpDirKeepsTheDumpsAndRlxAnalyzeAgrees) {
 
 // rlxrun asks only processes whose rlx said it answers SIGUSR1: to anything
 // else (here a shell that traps it) a stray SIGUSR1 would be an attack.
+// RLX_TRACE: every rank's calls, one Chrome trace event each, merged for
+// the job; a rank killed mid-sleep keeps what it wrote before.
+TEST_F(Rlxrun, ATraceHoldsEveryCallOfEveryRankMergedForTheJob) {
+  const fs::path traces = pids_dir_ / "traces";
+  const std::string lines = flight_record_of(
+      "stuck", {"--env", "RLX_TIMEOUT_S=2", "--env", "RLX_TRACE=" + traces.string()});
+  std::ifstream file(traces / "trace.json");
+  ASSERT_TRUE(file.good()) << lines;
+  const auto trace = nlohmann::json::parse(file);
+  std::map<int, std::vector<nlohmann::json>> calls;
+  std::set<std::string> processes;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") == "X") calls[event.at("pid").get<int>()].push_back(event);
+    if (event.at("name") == "process_name") processes.insert(event.at("args").at("name"));
+  }
+  EXPECT_EQ(processes.size(), 3u);
+  ASSERT_EQ(calls.size(), 3u);
+  for (int rank = 0; rank < 3; ++rank) {
+    // The stuck rank made 3 calls; the others a 4th, which timed out.
+    const auto& mine = calls[rank];
+    ASSERT_EQ(mine.size(), rank == 2 ? 3u : 4u) << rank;
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const auto& args = mine[i].at("args");
+      EXPECT_EQ(mine[i].at("name"), "all_reduce");
+      EXPECT_EQ(args.at("sequence"), i);
+      EXPECT_EQ(args.at("count"), 64);
+      EXPECT_EQ(args.at("path"), "shared memory");
+      EXPECT_GE(mine[i].at("dur").get<double>(), 0.0);
+      EXPECT_EQ(args.at("state"), i == 3 ? "failed" : "done") << rank << " " << i;
+    }
+    if (rank < 2) {
+      EXPECT_NE(mine[3].at("args").at("error").get<std::string>().find("rank 2"),
+                std::string::npos);
+    }
+  }
+}
+
+// SIGUSR1 to rlxrun: what every rank is doing, while the job goes on.
+TEST_F(Rlxrun, Sigusr1PrintsWhatEveryRankIsDoingWithoutStoppingTheJob) {
+  Subprocess job(
+      {RLXRUN, "-n", "3", "--env", "RLX_TIMEOUT_S=60", std::string(FAULT_PROGRAM), "stuck"});
+  const std::string waiting =
+      "rlxrun: status: ranks 0, 1: in all_reduce sum of 64 x f32 #3 of "
+      "group world";
+  // Asked again until the ranks are there: rlxrun reads signals once its
+  // ranks start (SIGUSR1 before then ends it, as it ends dd).
+  bool answered = job.wait_for_output(waiting, 1s);
+  for (int tries = 0; tries < 30 && !answered; ++tries) {
+    ::kill(job.pid(), SIGUSR1);
+    answered = job.wait_for_output(waiting, 1s);
+  }
+  EXPECT_TRUE(answered);
+  EXPECT_TRUE(process_alive(job.pid()));
+  ::kill(job.pid(), SIGTERM);
+  const Finished f = job.wait(30s);
+  EXPECT_NE(f.err.find("rlxrun: status: rank 2 never entered all_reduce sum of 64 x f32 #3 of "
+                       "group world, which ranks 0, 1 wait in"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("rlxrun: status: rank 2: in no rlx call; the last one, all_reduce sum of 64 "
+                       "x f32 #2 of group world, finished"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find("received SIGTERM"), std::string::npos) << f.err;
+}
+
 TEST_F(Rlxrun, AProgramWithASigusr1OfItsOwnIsNeverSentOne) {
   const Finished f =
       Subprocess({RLXRUN, "-n", "2", "sh", "-c",
