@@ -420,6 +420,9 @@ int Job::run() {
   }
   loop();
   close(signal_fd_);
+  // Every rank has ended: what remains (the analysis, merging traces) may
+  // take a while, and Ctrl-C must still end it.
+  stop_watching_process_signals();
   if (exit_code_ != 0) {
     // Only a local rank that did not end well is missed: remote ranks dump
     // on their own hosts, and a rank that exited 0 had nothing to report.

@@ -6,9 +6,9 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <string_view>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "rlx/launcher/record_analysis.h"
@@ -91,9 +91,16 @@ std::optional<std::string> JobRecord::variable() const {
 bool JobRecord::ask_for_dumps() {
   if (dir_.empty()) return false;
   asked_unix_ns_ = unix_ns();
-  std::ofstream(dir_ + "/" + std::string(launch_env::kDumpRequestFile), std::ios::trunc)
-      << asked_unix_ns_ << '\n';
-  return true;
+  // Never through a link or into a FIFO someone left there.
+  const std::string path = dir_ + "/" + std::string(launch_env::kDumpRequestFile);
+  const int fd = ::open(path.c_str(),
+                        O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const std::string stamp = std::to_string(asked_unix_ns_) + "\n";
+  const bool written =
+      ::write(fd, stamp.data(), stamp.size()) == static_cast<ssize_t>(stamp.size());
+  ::close(fd);
+  return written;
 }
 
 std::vector<std::string> JobRecord::status(int world_size) const {

@@ -98,6 +98,13 @@ int watch_process_signals() {
   return fd;
 }
 
+void stop_watching_process_signals() {
+  sigset_t ending;
+  sigemptyset(&ending);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&ending, sig);
+  sigprocmask(SIG_UNBLOCK, &ending, nullptr);
+}
+
 std::vector<std::string> environment_with(const std::vector<std::string>& overrides,
                                           bool (*drop)(std::string_view entry)) {
   std::vector<std::string> env;

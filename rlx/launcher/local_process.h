@@ -41,6 +41,8 @@ std::vector<std::string> environment_with(const std::vector<std::string>& overri
 // its remote agent wait for children and for being told to stop. Children
 // started by spawn_local unblock them again. Throws std::runtime_error.
 int watch_process_signals();
+// Gives SIGINT, SIGTERM and SIGHUP their default action again.
+void stop_watching_process_signals();
 
 // Forks and execs. The child leads its own process group (so the launcher can
 // signal everything it started), dies with SIGKILL if the launcher dies, and

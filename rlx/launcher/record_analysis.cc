@@ -110,6 +110,11 @@ std::string now_doing(const RankView& view) {
     }
     return text;
   }
+  // Waiting on a posted isend or irecv is not recorded (Request::wait is not a call).
+  if (!record.calls.empty() && record.calls.back().state == "posted") {
+    return "is in no rlx call (waiting on its " + record.calls.back().shape() +
+           ", computing, sleeping, or stuck outside rlx)";
+  }
   return "is in no rlx call (computing, sleeping, or stuck outside rlx)";
 }
 
@@ -238,6 +243,13 @@ std::vector<RankRecord> read_records(const std::string& dir, std::vector<std::st
   for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (!name.starts_with("rank-") || !name.ends_with(".json")) continue;
+    // Dumps are regular files (renamed into place): a FIFO or device is
+    // named, never opened, so that a status view never waits on one.
+    std::error_code kind_error;
+    if (!std::filesystem::is_regular_file(it->symlink_status(kind_error))) {
+      problems.push_back(it->path().string() + ": not a dump rlx can read: not a regular file");
+      continue;
+    }
     if (files.size() == static_cast<std::size_t>(kMaxRanks)) {
       problems.push_back(dir + ": more than " + std::to_string(kMaxRanks) +
                          " dumps; the rest are not read");
@@ -277,7 +289,9 @@ std::vector<std::string> describe_progress(const std::vector<RankRecord>& record
       text = "in no rlx call; the last one, " + last.shape() +
              (last.is_collective() ? " #" + std::to_string(last.sequence) : "") + " of group " +
              view.label_of(last.group) + ", " +
-             (last.state == "done" ? std::string("finished") : last.state);
+             (last.state == "done"     ? std::string("finished")
+              : last.state == "posted" ? std::string("posted (it may be waiting on it)")
+                                       : last.state);
     } else {
       text = "has made no rlx call yet";
     }

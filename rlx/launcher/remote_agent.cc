@@ -83,7 +83,7 @@ class Agent {
       const int sig = static_cast<int>(info.ssi_signo);
       if (sig == SIGCHLD) {
         reap();
-      } else {
+      } else if (sig != SIGUSR1) {  // rlxrun's status request (Slurm may send it to every task)
         stop_rank(sig);
       }
     }

@@ -24,27 +24,42 @@ namespace {
 // An event is one line of a few hundred bytes (an error's text may make it
 // longer): a longer line is not an event rlx wrote.
 constexpr std::size_t kMaxLine = std::size_t{1} << 20;
+// What one job's merged trace may hold (about 16 million calls); the rest of
+// the rank files stays where it is.
+constexpr std::uint64_t kMaxMergedBytes = std::uint64_t{4} << 30;
 
 // Calls `line` with each line of the regular file `path` (at most kMaxLine
 // long; a longer one is reported and skipped). Throws naming the file when
 // it is not a regular file or cannot be read: a FIFO or a device left in
 // the directory is never waited on.
+// Reads the file as long as it was when opened (a rank still writing it
+// does not keep the merge going), at most `budget` bytes, which it lowers.
+// Files of other users are not this job's.
 void for_each_line(const std::string& path, const std::function<void(std::string_view)>& line,
-                   std::vector<std::string>& problems) {
+                   std::uint64_t& budget, std::vector<std::string>& problems) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error(path + ": " + std::strerror(errno));
   struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != ::geteuid()) {
     ::close(fd);
-    throw std::runtime_error(path + ": not a regular file");
+    throw std::runtime_error(path + ": not a regular file of this user");
   }
+  auto left = static_cast<std::uint64_t>(info.st_size);
+  if (left > budget) {
+    problems.push_back(path + ": merged only in part (a job's trace.json holds at most 4 GiB)");
+    left = budget;
+  }
+  budget -= left;
   std::string pending;
   bool too_long = false;
+  std::size_t long_lines = 0;
   char chunk[1 << 16];
-  for (;;) {
-    const auto n = ::read(fd, chunk, sizeof chunk);
+  while (left > 0) {
+    const auto n =
+        ::read(fd, chunk, static_cast<std::size_t>(std::min<std::uint64_t>(left, sizeof chunk)));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
+    left -= static_cast<std::uint64_t>(n);
     std::string_view data(chunk, static_cast<std::size_t>(n));
     for (auto newline = data.find('\n'); !data.empty(); newline = data.find('\n')) {
       const std::string_view part = data.substr(0, newline);
@@ -54,7 +69,7 @@ void for_each_line(const std::string& path, const std::function<void(std::string
         too_long = true;
       }
       if (newline == std::string_view::npos) break;
-      if (too_long) problems.push_back(path + ": a line longer than 1 MiB, passed over");
+      long_lines += too_long ? 1 : 0;
       if (!too_long) line(pending);
       pending.clear();
       too_long = false;
@@ -62,7 +77,12 @@ void for_each_line(const std::string& path, const std::function<void(std::string
     }
   }
   ::close(fd);
+  long_lines += too_long ? 1 : 0;
   if (!too_long && !pending.empty()) line(pending);
+  if (long_lines > 0) {
+    problems.push_back(path + ": " + std::to_string(long_lines) +
+                       " lines longer than 1 MiB, passed over");
+  }
 }
 
 // The event a trace line holds: "[", "]" and blank lines hold none; an
@@ -89,6 +109,12 @@ std::vector<std::filesystem::path> rank_traces(const std::string& dir, std::uint
   for (; !error && it != std::filesystem::directory_iterator(); it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (!name.starts_with(launch_env::kTraceFilePrefix) || !name.ends_with(".json")) continue;
+    const std::string rank = name.substr(launch_env::kTraceFilePrefix.size(),
+                                         name.size() - launch_env::kTraceFilePrefix.size() - 5);
+    if (rank.empty() || rank.size() > 5 ||
+        rank.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
     struct stat info {};
     if (::lstat(it->path().c_str(), &info) != 0) continue;
     const auto written = static_cast<std::uint64_t>(info.st_mtim.tv_sec) * 1'000'000'000 +
@@ -126,6 +152,7 @@ MergedTrace merge_traces(const std::string& dir, std::uint64_t since_unix_ns) {
   }
   std::fputs("{\"traceEvents\":[", out);
   const char* separator = "\n";
+  std::uint64_t budget = kMaxMergedBytes;
   for (const auto& file : files) {
     std::size_t skipped = 0;
     try {
@@ -144,7 +171,7 @@ MergedTrace merge_traces(const std::string& dir, std::uint64_t since_unix_ns) {
               ++skipped;
             }
           },
-          merged.problems);
+          budget, merged.problems);
       ++merged.ranks;
     } catch (const std::exception& e) {
       merged.problems.push_back(excerpt(e.what(), 200));

@@ -303,7 +303,7 @@ CallRecord& CallRecord::process() {
     }
     auto* record = new CallRecord(settings.entries, settings.dump_dir, settings.trace_dir);
     record->answer_dump_signal();
-    if (!settings.trace_dir.empty()) std::atexit([] { process().flush_trace(true); });
+    if (!settings.trace_dir.empty()) std::atexit([] { process().write_trace(true, true); });
     ::pthread_atfork(
         [] {
           process().trace_mutex_.lock();
@@ -353,7 +353,13 @@ CallRecord::CallRecord(std::size_t entries, std::string dump_dir, std::string tr
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) return;
   now_ns_.store(coarse_ns(), std::memory_order_relaxed);
   dump_requested();  // a request older than this process is not for it
+  // Signals go to the program's threads, never to this one: a handler that
+  // exits from inside a trace write would wait on the trace at exit.
+  sigset_t all{}, before{};
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &before);
   service_ = std::thread([this] { serve(); });
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 CallRecord::~CallRecord() {
@@ -528,6 +534,7 @@ CallRecord::Ticket CallRecord::begin_as(std::uint32_t group, const RecordedCall&
   s.sequence.store(sequence, std::memory_order_relaxed);
   s.start_ns.store(clock(), std::memory_order_relaxed);
   s.packed.store(pack(call, state), std::memory_order_relaxed);
+  s.end_ns.store(0, std::memory_order_relaxed);  // not the slot's older call's
   s.version.store(Ring::whole(index), std::memory_order_release);
   ring->begun.store(index + 1, std::memory_order_release);
   return {ring, index};
@@ -570,10 +577,7 @@ void CallRecord::note_choice(std::string_view algorithm, std::string_view path) 
 
 void CallRecord::fail(Ticket ticket, const std::exception_ptr& error) noexcept {
   if (ticket.ring == nullptr) return;
-  ticket.ring->mark_failed(ticket.index);
-  ticket.ring->slots[ticket.index & ticket.ring->mask].end_ns.store(clock(),
-                                                                    std::memory_order_relaxed);
-  ticket.ring->mark_ended(ticket.index);
+  // The error first: a trace may write the entry as soon as it has ended.
   try {
     std::string text = "unknown error";
     try {
@@ -590,6 +594,10 @@ void CallRecord::fail(Ticket ticket, const std::exception_ptr& error) noexcept {
   } catch (...) {
     // No memory for the text: the entry still says it failed.
   }
+  ticket.ring->slots[ticket.index & ticket.ring->mask].end_ns.store(clock(),
+                                                                    std::memory_order_relaxed);
+  ticket.ring->mark_failed(ticket.index);
+  ticket.ring->mark_ended(ticket.index);
   dump("a call failed");
   flush_trace(false);
 }
@@ -781,8 +789,18 @@ void CallRecord::stop_tracing() {
   tracing_.store(false, std::memory_order_relaxed);
 }
 
-std::size_t CallRecord::write_trace(bool finish) noexcept {
-  std::lock_guard lock(trace_mutex_);
+std::size_t CallRecord::write_trace(bool finish, bool at_exit) noexcept {
+  std::unique_lock lock(trace_mutex_, std::defer_lock);
+  if (!at_exit) {
+    lock.lock();
+  } else {
+    // A thread that exits from a signal handler may hold the trace already:
+    // exit goes on without the rest of the trace rather than hang.
+    for (int tries = 0; !lock.try_lock(); ++tries) {
+      if (tries == 1000) return 0;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
   if (trace_finished_ || trace_dir_.empty()) return 0;
   std::size_t most = 0;
   try {
@@ -840,18 +858,22 @@ bool CallRecord::open_trace() {
   std::filesystem::create_directories(trace_dir_, ignored);
   const std::string path = trace_dir_ + "/" + std::string(launch_env::kTraceFilePrefix) +
                            std::to_string(trace_rank_) + ".json";
-  // Never through a link, and never waiting on a FIFO someone left there.
-  trace_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-  struct stat info {};
-  if (trace_fd_ >= 0 && (::fstat(trace_fd_, &info) != 0 || !S_ISREG(info.st_mode) ||
-                         ::ftruncate(trace_fd_, 0) != 0 || ::fcntl(trace_fd_, F_SETFL, 0) != 0)) {
+  // A file of its own (never through a link, a FIFO or a file someone else
+  // made there), renamed into place.
+  const std::string partial = trace_dir_ + "/." + std::string(launch_env::kTraceFilePrefix) +
+                              std::to_string(trace_rank_) + "." + std::to_string(::getpid()) +
+                              ".partial";
+  ::unlink(partial.c_str());
+  trace_fd_ = ::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (trace_fd_ >= 0 && std::rename(partial.c_str(), path.c_str()) != 0) {
+    const int cause = errno;
     ::close(trace_fd_);
+    ::unlink(partial.c_str());
     trace_fd_ = -1;
-    errno = S_ISREG(info.st_mode) ? errno : EINVAL;
+    errno = cause;
   }
   if (trace_fd_ < 0) {
-    const std::string cause =
-        errno == EINVAL ? std::string("not a regular file") : std::strerror(errno);
+    const std::string cause = std::strerror(errno);
     log_lazily(LogLevel::warn,
                [&] { return "could not write the trace to " + path + " (RLX_TRACE): " + cause; });
     stop_tracing();

@@ -147,7 +147,7 @@ class CallRecord {
   void answer_dump_signal();
   std::uint64_t clock() const;
   // The most calls one ring had to write (how fast calls come).
-  std::size_t write_trace(bool finish) noexcept;
+  std::size_t write_trace(bool finish, bool at_exit = false) noexcept;
   bool open_trace();    // trace_mutex_ held
   void stop_tracing();  // trace_mutex_ held
   // The next calls of `ring` (trace_mutex_ and mutex_ held).

@@ -336,5 +336,27 @@ TEST(CallRecord, ThreadsTracingAtOnceLoseNoCall) {
   std::filesystem::remove_all(dir);
 }
 
+// A link (or any file) left where a rank's trace goes is replaced, never
+// written through.
+TEST(CallRecord, ATraceNeverWritesThroughALinkLeftInItsPlace) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("rlx-record-link-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto target = dir / "precious";
+  std::ofstream(target) << "keep me\n";
+  std::filesystem::create_symlink(target, dir / "trace-rank-0.json");
+  {
+    CallRecord record(8, "", dir.string());
+    record.add_group("world", 0, {0});
+    record.end(record.begin(0, {"barrier"}, 0));
+  }
+  std::ifstream kept(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(kept), {}), "keep me\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(dir / "trace-rank-0.json"));
+  EXPECT_EQ(of_phase(trace_events(dir / "trace-rank-0.json"), "X").size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace rlx
