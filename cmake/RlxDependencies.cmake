@@ -85,3 +85,27 @@ if(RLX_PYTHON_BUILT)
       "lib/python${Python_VERSION_MAJOR}.${Python_VERSION_MINOR}/dist-packages"
       CACHE STRING "Where the Python module installs, under the prefix")
 endif()
+
+# torch.distributed's "rlx" backend (bindings/torch): Debian's libtorch-dev
+# for the torch of its python3-torch, beside the Python module.
+set(RLX_WITH_TORCH AUTO CACHE STRING "Build the torch.distributed backend: ON, OFF or AUTO")
+set_property(CACHE RLX_WITH_TORCH PROPERTY STRINGS ON OFF AUTO)
+set(_torch_found FALSE)
+if(RLX_PYTHON_BUILT AND NOT RLX_WITH_TORCH STREQUAL "OFF")
+  find_path(RLX_TORCH_INCLUDE_DIR torch/csrc/distributed/c10d/ProcessGroup.hpp)
+  foreach(lib torch_python torch torch_cpu c10)
+    find_library(RLX_TORCH_LIB_${lib} ${lib})
+    if(RLX_TORCH_LIB_${lib})
+      list(APPEND RLX_TORCH_LIBRARIES ${RLX_TORCH_LIB_${lib}})
+    endif()
+  endforeach()
+  list(LENGTH RLX_TORCH_LIBRARIES _torch_libs)
+  if(RLX_TORCH_INCLUDE_DIR AND _torch_libs EQUAL 4)
+    set(_torch_found TRUE)
+    set(RLX_TORCH_INCLUDE_DIRS ${RLX_TORCH_INCLUDE_DIR}
+                               ${RLX_TORCH_INCLUDE_DIR}/torch/csrc/api/include)
+  endif()
+endif()
+rlx_resolve_backend(RLX_WITH_TORCH "${_torch_found}"
+                    "libtorch-dev beside the Python module (Debian: libtorch-dev python3-torch)")
+set(RLX_TORCH_BUILT ${RLX_WITH_TORCH_BUILT})

@@ -20,6 +20,7 @@ declare -A may_include=(
   [rlx]="rlx/core rlx/transport rlx/transport/rendezvous rlx/transport/shm rlx/collectives
          rlx/backends/singleton rlx/backends/tcp rlx/backends/mpi rlx/backends/verbs"
   [bindings/python]="rlx rlx/core rlx/transport"  # the public headers rlx/rlx.h exports
+  [bindings/torch]="rlx rlx/core rlx/transport"
 )
 # The launcher shares only the contract with the library: these files.
 launcher_may_include=" rlx/transport/launch_env.h rlx/transport/endpoint.h rlx/transport/rendezvous/server.h
@@ -51,7 +52,7 @@ while IFS=: read -r file number line; do
   fi
   [[ " ${may_include[$folder]//$'\n'/ } " == *" $target "* ]] ||
     report "$file" "$number" "$included" "$folder/ may include only: ${may_include[$folder]}"
-done < <(find rlx bindings/python \( -name '*.h' -o -name '*.cc' \) \
+done < <(find rlx bindings/python bindings/torch \( -name '*.h' -o -name '*.cc' \) \
   ! -name '*_test.cc' -print0 | sort -z | xargs -0 grep -Hn '^#include "' || true)
 
 if ((violations > 0)); then

@@ -14,6 +14,7 @@ packages=(
   openssh-server openssh-client iproute2 nftables  # tests/cluster: hosts, sshd, faults
   clang-14 libclang-rt-14-dev             # tests/fuzz: libFuzzer
   python3-dev pybind11-dev python3-numpy python3-torch  # the Python module and its tests
+  libtorch-dev  # bindings/torch: torch.distributed's "rlx" backend
   "$@"
 )
 

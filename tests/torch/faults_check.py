@@ -1,0 +1,51 @@
+"""Failures on the "rlx" backend as torch users get them: a RuntimeError
+with rlx's words, on every rank, and no hang.
+  faults_check.py mismatch: rank 0 all_reduces 4 elements, the others 5;
+    every rank's all_reduce raises, naming the mismatch.
+  faults_check.py killed: the last rank is SIGKILLed after a barrier; every
+    other rank's all_reduce (async, through DDP's path: the Future) raises,
+    naming that rank.
+Prints "rank R: RuntimeError <what>" for each error caught as expected."""
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import rlx_torch  # noqa: F401 (registers "rlx")
+
+dist.init_process_group("rlx")
+r, n = dist.get_rank(), dist.get_world_size()
+
+
+def mismatch():
+    try:
+        dist.all_reduce(torch.ones(4 if r == 0 else 5))
+    except RuntimeError as error:
+        assert "mismatch" in str(error), error
+        print(f"rank {r}: RuntimeError mismatch: {error}", flush=True)
+        return
+    raise AssertionError("all_reduce of 4 and 5 elements went through")
+
+
+def killed():
+    last = n - 1
+    dist.barrier()
+    if r == last:
+        os.kill(os.getpid(), signal.SIGKILL)
+    start = time.monotonic()
+    try:
+        for _ in range(1000):
+            dist.all_reduce(torch.ones(1 << 16), async_op=True).get_future().wait()
+    except RuntimeError as error:
+        assert f"rank {last}" in str(error) or f"peer {last}" in str(error), error
+        seconds = time.monotonic() - start
+        print(f"rank {r}: RuntimeError naming rank {last} after {seconds:.1f} s: {error}",
+              flush=True)
+        return
+    raise AssertionError("all_reduce went on after a rank was killed")
+
+
+{"mismatch": mismatch, "killed": killed}[sys.argv[1]]()
