@@ -29,36 +29,68 @@ void QueuedWork::run() {
   }
 }
 
+bool QueuedWork::wait(std::chrono::milliseconds timeout) {
+  if (queue_) {
+    c10::intrusive_ptr<QueuedWork> mine;
+    {
+      std::lock_guard lock(queue_->mutex);
+      if (!queue_->running && !queue_->queue.empty() && queue_->queue.front().get() == this)
+        mine = queue_->take_locked();
+    }
+    if (mine) queue_->run(mine);
+  }
+  return Work::wait(timeout);
+}
+
+c10::intrusive_ptr<QueuedWork> QueueState::take_locked() {
+  c10::intrusive_ptr<QueuedWork> work = std::move(queue.front());
+  queue.pop_front();
+  running = true;
+  return work;
+}
+
+void QueueState::run(const c10::intrusive_ptr<QueuedWork>& work) {
+  work->run();
+  {
+    std::lock_guard lock(mutex);
+    running = false;
+  }
+  ready.notify_all();
+}
+
 WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
 
 WorkQueue::~WorkQueue() {
   {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
   }
-  ready_.notify_one();
+  state_->ready.notify_all();
   thread_.join();
 }
 
 void WorkQueue::push(c10::intrusive_ptr<QueuedWork> work) {
+  work->queue_ = state_;
   {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(work));
+    std::lock_guard lock(state_->mutex);
+    state_->queue.push_back(std::move(work));
   }
-  ready_.notify_one();
+  state_->ready.notify_all();
 }
 
+// Stops once stopping and nothing is queued or running (a waiter may be
+// running the last call).
 void WorkQueue::loop() {
+  QueueState& s = *state_;
   for (;;) {
     c10::intrusive_ptr<QueuedWork> work;
     {
-      std::unique_lock lock(mutex_);
-      ready_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      work = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock lock(s.mutex);
+      s.ready.wait(lock, [&] { return !s.running && (s.stopping || !s.queue.empty()); });
+      if (s.queue.empty()) return;
+      work = s.take_locked();
     }
-    work->run();
+    s.run(work);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -19,24 +20,46 @@
 
 namespace rlx::torch_backend {
 
+class WorkQueue;
+
 class QueuedWork final : public c10d::Work {
  public:
-  // `run` does the call on the queue's thread; `outputs` are what result()
-  // and the Future give.
+  // `run` does the call; `outputs` are what result() and the Future give.
   QueuedWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
              std::function<void()> run);
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // A wait on a call that has not started, next in line and with nothing
+  // running, runs it on the waiting thread: a blocking call costs no hand-off
+  // between threads.
+  bool wait(std::chrono::milliseconds timeout) override;
 
-  // On the queue's thread: runs the call, then completes the Work and the
-  // Future with its error, if any.
+  // Runs the call, then completes the Work and the Future with its error,
+  // if any.
   void run();
 
  private:
+  friend class WorkQueue;
   std::function<void()> run_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<struct QueueState> queue_;  // set by WorkQueue::push
+};
+
+// What the queue's thread and the waiting threads share: a Work may outlive
+// its process group, and its wait() still looks here.
+struct QueueState {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<c10::intrusive_ptr<QueuedWork>> queue;
+  bool running = false;  // a call is running, on the queue's thread or a waiter's
+  bool stopping = false;
+
+  // Takes the next call when nothing runs, under `mutex`.
+  c10::intrusive_ptr<QueuedWork> take_locked();
+  // Runs `work` (taken), then lets the next one start.
+  void run(const c10::intrusive_ptr<QueuedWork>& work);
 };
 
 class WorkQueue {
@@ -52,10 +75,7 @@ class WorkQueue {
  private:
   void loop();
 
-  std::mutex mutex_;
-  std::condition_variable ready_;
-  std::deque<c10::intrusive_ptr<QueuedWork>> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<QueueState> state_ = std::make_shared<QueueState>();
   std::thread thread_;
 };
 
