@@ -46,14 +46,21 @@ bool joins_rlxruns_world(int rank, int size) {
   return rlxruns && !joined.exchange(true);
 }
 
+// torch's timeout= when the program chose one; torch's default (30 minutes,
+// "given that THD did not have timeouts") keeps RLX_TIMEOUT_S's, so a frozen
+// peer is named within rlx's 5 minutes unless the program asks to wait longer.
+std::chrono::milliseconds deadline_for(std::chrono::duration<float> timeout) {
+  const auto asked = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+  return asked == kProcessGroupDefaultTimeout ? std::chrono::milliseconds(0) : asked;
+}
+
 // torch.distributed's creator: (store, rank, size, timeout), as
 // Backend.register_backend calls it for the world and for each new_group.
 c10::intrusive_ptr<ProcessGroupRlx> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                            int size, std::chrono::duration<float> timeout) {
   if (joins_rlxruns_world(rank, size)) return c10::make_intrusive<ProcessGroupRlx>(init());
-  const auto deadline = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
   return c10::make_intrusive<ProcessGroupRlx>(
-      join(rank, size, through(store), {.backend = "any", .timeout = deadline}));
+      join(rank, size, through(store), {.backend = "any", .timeout = deadline_for(timeout)}));
 }
 
 }  // namespace

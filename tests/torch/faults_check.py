@@ -5,7 +5,12 @@ with rlx's words, on every rank, and no hang.
   faults_check.py killed: the last rank is SIGKILLed after a barrier; every
     other rank's all_reduce (async, through DDP's path: the Future) raises,
     naming that rank.
+  faults_check.py frozen: init_process_group(timeout=3 s); the last rank
+    stops calling (alive, asleep); every other rank's all_reduce raises
+    within the 3 s, naming it, instead of waiting rlx's 5 minutes or
+    torch's default 30.
 Prints "rank R: RuntimeError <what>" for each error caught as expected."""
+import datetime
 import os
 import signal
 import sys
@@ -16,7 +21,8 @@ import torch.distributed as dist
 
 import rlx_torch  # noqa: F401 (registers "rlx")
 
-dist.init_process_group("rlx")
+FROZEN_TIMEOUT = datetime.timedelta(seconds=3)
+dist.init_process_group("rlx", **({"timeout": FROZEN_TIMEOUT} if sys.argv[1] == "frozen" else {}))
 r, n = dist.get_rank(), dist.get_world_size()
 
 
@@ -48,4 +54,23 @@ def killed():
     raise AssertionError("all_reduce went on after a rank was killed")
 
 
-{"mismatch": mismatch, "killed": killed}[sys.argv[1]]()
+def frozen():
+    last = n - 1
+    dist.barrier()
+    if r == last:
+        time.sleep(FROZEN_TIMEOUT.total_seconds() + 5)  # then leaves, never having called
+        return
+    start = time.monotonic()
+    try:
+        dist.all_reduce(torch.ones(4))
+    except RuntimeError as error:
+        seconds = time.monotonic() - start
+        assert "timeout" in str(error) and f"rank {last}" in str(error), error
+        assert seconds < FROZEN_TIMEOUT.total_seconds() + 2, seconds
+        print(f"rank {r}: RuntimeError timeout naming rank {last} after {seconds:.1f} s: {error}",
+              flush=True)
+        return
+    raise AssertionError("all_reduce returned without the last rank")
+
+
+{"mismatch": mismatch, "killed": killed, "frozen": frozen}[sys.argv[1]]()
