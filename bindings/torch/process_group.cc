@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
 
 #include "bindings/torch/tensors.h"
 
@@ -100,7 +101,17 @@ void average(at::Tensor& t, const Reduction& r, int size) {
 ProcessGroupRlx::ProcessGroupRlx(Group group)
     : ProcessGroup(group.rank(), group.size()), group_(std::move(group)) {}
 
-ProcessGroupRlx::~ProcessGroupRlx() = default;
+// The queue's thread may have to take the GIL to drop the last reference to
+// a tensor a Python object owns (an async call whose Work and tensor Python
+// let go of): waiting for it with the GIL held would wait forever.
+ProcessGroupRlx::~ProcessGroupRlx() {
+  if (Py_IsInitialized() && PyGILState_Check()) {
+    pybind11::gil_scoped_release released;
+    queue_.stop();
+  } else {
+    queue_.stop();
+  }
+}
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRlx::enqueue(OpType type, const char* title,
                                                         Tensors outputs,

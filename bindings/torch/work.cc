@@ -60,7 +60,8 @@ void QueueState::run(const c10::intrusive_ptr<QueuedWork>& work) {
 
 WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
 
-WorkQueue::~WorkQueue() {
+void WorkQueue::stop() {
+  if (!thread_.joinable()) return;
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;

@@ -65,8 +65,9 @@ struct QueueState {
 class WorkQueue {
  public:
   WorkQueue();
-  // Runs what was queued, then stops the thread.
-  ~WorkQueue();
+  ~WorkQueue() { stop(); }
+  // Runs what was queued, then stops the thread (once).
+  void stop();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 

@@ -5,7 +5,8 @@ non-contiguous, reduce, broadcast, all_gather (list and tensor),
 reduce_scatter (list and tensor), gather, scatter, all_to_all (equal, split,
 list), barrier, send/recv/isend/irecv with tags (a receive posted before a
 collective holds nothing up), async_op=True with its Future, a new_group of
-the even ranks, and refusals with rlx's words. Prints "rank R of N: torch
+the even ranks, refusals with rlx's words, and the group destroyed with
+calls still running. Prints "rank R of N: torch
 backend ok"."""
 import torch
 import torch.distributed as dist
@@ -184,4 +185,9 @@ for bad, words in (
 
 dist.barrier()
 print(f"rank {r} of {n}: torch backend ok", flush=True)
+# Calls whose Work and tensor Python drops at once, still running when the
+# group goes: the group's thread drops the tensors' last references, which
+# takes the GIL (it waited forever for the thread destroying the group).
+for _ in range(20):
+    dist.all_reduce(torch.ones(1 << 14), async_op=True)
 dist.destroy_process_group()
