@@ -39,8 +39,10 @@ void check_membership(int rank, int size) {
                         "ranks count from 0 to size - 1");
 }
 
+// "any" takes RLX_BACKEND's verbs; every other choice (mpi's world under
+// mpirun, say) leaves the groups made through a store to tcp.
 BackendKind backend_for(std::string_view asked, const launch_env::LaunchEnv& env) {
-  const std::string_view name = asked == "any" && !env.backend.empty() ? env.backend : asked;
+  const std::string_view name = asked == "any" && env.backend == "verbs" ? "verbs" : asked;
   if (name == "any" || name == "tcp") return BackendKind::tcp;
   if (name == "verbs") return BackendKind::verbs;
   throw CollectiveError(ErrorKind::invalid_argument,

@@ -24,9 +24,9 @@ struct KeyValueStore {
 };
 
 struct JoinOptions {
-  // "any" (RLX_BACKEND chooses, else tcp), "tcp" or "verbs": the backends
-  // that connect ranks by endpoints. Shared memory between ranks of one host
-  // comes with either, as under rlxrun.
+  // "any" (verbs when RLX_BACKEND says so, else tcp), "tcp" or "verbs": the
+  // backends that connect ranks by endpoints. Shared memory between ranks of
+  // one host comes with either, as under rlxrun.
   std::string_view backend = "any";
   // Every call's deadline; zero keeps RLX_TIMEOUT_S (300 s by default).
   std::chrono::milliseconds timeout{0};
