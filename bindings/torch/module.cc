@@ -9,6 +9,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "bindings/torch/process_group.h"
+#include "bindings/torch/torch_environment.h"
 #include "rlx/init.h"
 #include "rlx/join.h"
 #include "rlx/transport/launch_env.h"
@@ -58,6 +59,8 @@ std::chrono::milliseconds deadline_for(std::chrono::duration<float> timeout) {
 // Backend.register_backend calls it for the world and for each new_group.
 c10::intrusive_ptr<ProcessGroupRlx> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                            int size, std::chrono::duration<float> timeout) {
+  if (auto world = take_discovered_world(rank, size))
+    return c10::make_intrusive<ProcessGroupRlx>(std::move(*world));
   if (joins_rlxruns_world(rank, size)) return c10::make_intrusive<ProcessGroupRlx>(init());
   return c10::make_intrusive<ProcessGroupRlx>(
       join(rank, size, through(store), {.backend = "any", .timeout = deadline_for(timeout)}));
@@ -66,7 +69,7 @@ c10::intrusive_ptr<ProcessGroupRlx> create(const c10::intrusive_ptr<c10d::Store>
 }  // namespace
 }  // namespace rlx::torch_backend
 
-PYBIND11_MODULE(rlx_torch, m) {
+PYBIND11_MODULE(_backend, m) {
   using rlx::torch_backend::ProcessGroupRlx;
   m.doc() =
       "torch.distributed's \"rlx\" backend: import rlx_torch, then "
@@ -81,6 +84,9 @@ PYBIND11_MODULE(rlx_torch, m) {
   m.def("create_process_group", &rlx::torch_backend::create, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Joins an rlx group through torch's store (what init_process_group calls).");
+  m.def("torch_environment", &rlx::torch_backend::torch_environment,
+        py::call_guard<py::gil_scoped_release>(),
+        "Joins rlx's group of the job and returns torch's env:// variables for this rank.");
   py::object backend = distributed.attr("Backend");
   if (!py::hasattr(backend, "RLX"))
     backend.attr("register_backend")("rlx", m.attr("create_process_group"));

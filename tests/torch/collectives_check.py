@@ -6,14 +6,20 @@ reduce_scatter (list and tensor), gather, scatter, all_to_all (equal, split,
 list), barrier, send/recv/isend/irecv with tags (a receive posted before a
 collective holds nothing up), async_op=True with its Future, a new_group of
 the even ranks, refusals with rlx's words, and the group destroyed with
-calls still running. Prints "rank R of N: torch
+calls still running. With --rlx-torch-init, the group starts through
+rlx_torch.init_process_group() (under mpirun). Prints "rank R of N: torch
 backend ok"."""
+import sys
+
 import torch
 import torch.distributed as dist
 
-import rlx_torch  # noqa: F401 (registers "rlx")
+import rlx_torch  # registers "rlx"
 
-dist.init_process_group("rlx")
+if "--rlx-torch-init" in sys.argv:  # mpirun, srun: rlx says who is who
+    rlx_torch.init_process_group()
+else:
+    dist.init_process_group("rlx")
 r, n = dist.get_rank(), dist.get_world_size()
 assert dist.get_backend() == "rlx", dist.get_backend()
 ranks = range(n)
