@@ -73,9 +73,10 @@ void set(const KeyValueStore& store, const std::string& key, const std::string& 
 }
 
 // Where the others reach this rank: the configured address, else the one
-// that routes to MASTER_ADDR (torch's store host), else loopback.
-std::string reachable_host(const launch_env::LaunchEnv& env) {
+// that routes to the host they all reach, else loopback.
+std::string reachable_host(const launch_env::LaunchEnv& env, const JoinOptions& options) {
   if (auto configured = configured_address(env)) return *configured;
+  if (!options.reach_from.empty()) return source_address_towards(options.reach_from);
   if (const char* master = std::getenv(launch_env::kMasterAddr); master && *master)
     return source_address_towards(master);
   return "127.0.0.1";
@@ -107,7 +108,7 @@ Group join(int rank, int size, const KeyValueStore& store, const JoinOptions& op
     return table;
   };
   if (kind == BackendKind::verbs) return Group(verbs::create(env, exchange));
-  return Group(tcp::create(env, reachable_host(env), exchange));
+  return Group(tcp::create(env, reachable_host(env, options), exchange));
 }
 
 }  // namespace rlx

@@ -30,6 +30,10 @@ struct JoinOptions {
   std::string_view backend = "any";
   // Every call's deadline; zero keeps RLX_TIMEOUT_S (300 s by default).
   std::chrono::milliseconds timeout{0};
+  // A host every rank reaches (the store's, say): each rank is reached at
+  // its own address that routes there. Empty: MASTER_ADDR's, else loopback.
+  // RLX_HOST_ADDRESS or RLX_IFNAME, when set, come first.
+  std::string reach_from;
 };
 
 // Makes a group of `size` ranks in which this process is `rank`: rank 0

@@ -73,9 +73,10 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env,
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
                            const EndpointExchange& exchange)
     : TcpTransport(env, Unconnected{}) {
-  const Deadline deadline = Clock::now() + env.connect_timeout;
   const std::vector<HostPort> table = exchange(listen(host, 0));
-  join(table, deadline);
+  // The exchange has its own deadline (a store's, PMIx's), and ends when the
+  // last rank joins it: the connections' deadline starts then.
+  join(table, Clock::now() + env.connect_timeout);
 }
 
 HostPort TcpTransport::listen(const std::string& host, std::uint16_t port) {

@@ -28,9 +28,10 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env, const std::stri
                                const EndpointExchange& exchange)
     : LinksTransport(env, "verbs"), mailbox_(env.unexpected_bytes_cap) {
   try {
-    const Deadline deadline = Clock::now() + env.connect_timeout;
     open_device(env, address, /*may_fall_back=*/false);
-    join(env, exchange({this->address(), port()}), deadline);
+    const auto table = exchange({this->address(), port()});
+    // The exchange has its own deadline; the connections' starts after it.
+    join(env, table, Clock::now() + env.connect_timeout);
   } catch (...) {
     tear_down_same_host();
     tear_down();
