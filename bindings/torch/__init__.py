@@ -7,15 +7,21 @@
     rlx_torch.init_process_group()   # the same, also under mpirun and srun
 
 docs/TORCH.md has the calls, the launchers and the errors."""
+import atexit
 import os
 
 import torch.distributed as dist
 
-from rlx_torch._backend import ProcessGroupRlx, create_process_group, torch_environment
+from rlx_torch._backend import (ProcessGroupRlx, create_process_group, torch_environment,
+                                wait_for_every_group)
 
 __all__ = ["ProcessGroupRlx", "create_process_group", "init_process_group", "torch_environment"]
 
 _TORCH_VARIABLES = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+# Before Python's exit takes the GIL away: calls still running, and their
+# Futures' callbacks, finish first (their threads drop tensors Python owns).
+atexit.register(wait_for_every_group)
 
 
 def init_process_group(backend="rlx", **kwargs):

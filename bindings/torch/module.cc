@@ -5,7 +5,9 @@
 #include <chrono>
 
 #include <pybind11/chrono.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include "bindings/torch/process_group.h"
@@ -55,6 +57,15 @@ std::chrono::milliseconds deadline_for(std::chrono::duration<float> timeout) {
   return asked == kProcessGroupDefaultTimeout ? std::chrono::milliseconds(0) : asked;
 }
 
+// The host of the TCPStore under torch's PrefixStores, which every rank
+// reaches; empty for other stores (a file, a hash).
+std::string store_host(c10::intrusive_ptr<c10d::Store> store) {
+  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get()))
+    store = prefixed->getUnderlyingStore();
+  auto* tcp = dynamic_cast<c10d::TCPStore*>(store.get());
+  return tcp ? tcp->getHost() : std::string();
+}
+
 // torch.distributed's creator: (store, rank, size, timeout), as
 // Backend.register_backend calls it for the world and for each new_group.
 c10::intrusive_ptr<ProcessGroupRlx> create(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -63,7 +74,8 @@ c10::intrusive_ptr<ProcessGroupRlx> create(const c10::intrusive_ptr<c10d::Store>
     return c10::make_intrusive<ProcessGroupRlx>(std::move(*world));
   if (joins_rlxruns_world(rank, size)) return c10::make_intrusive<ProcessGroupRlx>(init());
   return c10::make_intrusive<ProcessGroupRlx>(
-      join(rank, size, through(store), {.backend = "any", .timeout = deadline_for(timeout)}));
+      join(rank, size, through(store),
+           {.backend = "any", .timeout = deadline_for(timeout), .reach_from = store_host(store)}));
 }
 
 }  // namespace
@@ -87,6 +99,9 @@ PYBIND11_MODULE(_backend, m) {
   m.def("torch_environment", &rlx::torch_backend::torch_environment,
         py::call_guard<py::gil_scoped_release>(),
         "Joins rlx's group of the job and returns torch's env:// variables for this rank.");
+  m.def("wait_for_every_group", &rlx::torch_backend::wait_for_every_group,
+        py::call_guard<py::gil_scoped_release>(),
+        "Waits until every group's calls and their Futures' completions have run (at exit).");
   py::object backend = distributed.attr("Backend");
   if (!py::hasattr(backend, "RLX"))
     backend.attr("register_backend")("rlx", m.attr("create_process_group"));

@@ -7,6 +7,7 @@
 #include <c10/util/Exception.h>
 #include <pybind11/pybind11.h>
 
+#include "bindings/torch/point_to_point_work.h"
 #include "bindings/torch/tensors.h"
 
 namespace rlx::torch_backend {
@@ -79,16 +80,21 @@ std::vector<std::size_t> split_bytes(const at::Tensor& t, const std::vector<int6
   }
   TORCH_CHECK(splits.size() == bytes.size(), "rlx: alltoall_base's ", side, " split sizes list ",
               splits.size(), " entries for ", size, " ranks");
-  const std::size_t row = t.dim() == 0 || t.size(0) == 0 ? 0 : t.nbytes() / t.size(0);
-  int64_t rows = 0;
+  TORCH_CHECK(t.dim() > 0, "rlx: alltoall_base's ", side,
+              " has no dimension to split; split sizes count rows of dimension 0");
+  const int64_t rows = t.size(0);
+  const std::size_t row = rows == 0 ? 0 : t.nbytes() / static_cast<std::size_t>(rows);
+  int64_t total = 0;
   for (std::size_t r = 0; r < bytes.size(); ++r) {
-    TORCH_CHECK(splits[r] >= 0, "rlx: alltoall_base's ", side, " split sizes must not be negative");
-    rows += splits[r];
+    // Each at most the rows there are, so the sum cannot overflow either.
+    TORCH_CHECK(splits[r] >= 0 && splits[r] <= rows, "rlx: alltoall_base's ", side,
+                " split size for rank ", r, " is ", splits[r], ", not one from 0 to the tensor's ",
+                rows, " rows");
+    total += splits[r];
     bytes[r] = static_cast<std::size_t>(splits[r]) * row;
   }
-  TORCH_CHECK(t.dim() > 0 && rows == t.size(0), "rlx: alltoall_base's ", side,
-              " split sizes add up to ", rows, " rows, but the tensor has ",
-              t.dim() == 0 ? 0 : t.size(0));
+  TORCH_CHECK(total == rows, "rlx: alltoall_base's ", side, " split sizes add up to ", total,
+              " rows, but the tensor has ", rows);
   return bytes;
 }
 
@@ -369,20 +375,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupRlx::barrier(const c10d::BarrierOptio
 c10::intrusive_ptr<c10d::Work> ProcessGroupRlx::send(Tensors& tensors, int to, int tag) {
   at::Tensor t = only_tensor(tensors, "send");
   TORCH_CHECK(tag >= 0, "rlx: send's tag must not be negative, not ", tag);
+  reap_orphans();
   at::Tensor dense = t.contiguous();
   Request request = group_->isend(to, static_cast<Tag>(tag), bytes_of(std::as_const(dense)));
-  return c10::make_intrusive<PointToPointWork>(rank_, OpType::SEND, "rlx:send", Tensors{dense},
-                                               std::move(request));
+  return c10::make_intrusive<PointToPointWork>(rank_, OpType::SEND, "rlx:send", tensors,
+                                               Tensors{dense}, std::move(request));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupRlx::recv(Tensors& tensors, int from, int tag) {
   at::Tensor t = only_tensor(tensors, "recv");
   TORCH_CHECK(tag >= 0, "rlx: recv's tag must not be negative, not ", tag);
+  reap_orphans();
   auto dense = std::make_shared<Dense>(t);
   Request request = group_->irecv(from, static_cast<Tag>(tag), bytes_of(dense->get()));
   const std::size_t expected = t.nbytes();
   return c10::make_intrusive<PointToPointWork>(
-      rank_, OpType::RECV, "rlx:recv", tensors, std::move(request),
+      rank_, OpType::RECV, "rlx:recv", tensors, Tensors{dense->get()}, std::move(request),
       [dense, expected, from, tag](std::size_t received) {
         TORCH_CHECK(received == expected, "rlx: recv from rank ", from, " (tag ", tag, ") got ",
                     received, " bytes for a tensor of ", expected,

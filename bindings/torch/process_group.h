@@ -1,6 +1,7 @@
 // The "rlx" backend of torch.distributed: a c10d::ProcessGroup over an rlx
-// group, for CPU tensors. Every collective rlx has, point-to-point with
-// tags, and async_op=True through Work and its Future (work.h).
+// group, for CPU tensors. Every collective rlx has (work_queue.h: Work and
+// its Future for async_op=True), point-to-point with tags
+// (point_to_point_work.h).
 #pragma once
 
 #include <string>
@@ -8,7 +9,7 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
-#include "bindings/torch/work.h"
+#include "bindings/torch/work_queue.h"
 #include "rlx/group.h"
 
 namespace rlx::torch_backend {

@@ -1,8 +1,50 @@
-#include "bindings/torch/work.h"
+#include "bindings/torch/work_queue.h"
+
+#include <algorithm>
+#include <thread>
 
 #include <ATen/core/ivalue.h>
 
 namespace rlx::torch_backend {
+namespace {
+
+// The queue the calling thread serves, if it is a serving thread.
+thread_local const QueueState* serving = nullptr;
+
+// A serving thread: runs calls while it is the server; parked as a spare
+// while another serves; ends when the queue stops.
+void serve(std::shared_ptr<QueueState> state, std::uint64_t id) {
+  QueueState& s = *state;
+  serving = &s;
+  std::unique_lock lock(s.mutex);
+  for (;;) {
+    // Replaced while in callbacks: parked, free to serve again.
+    if (s.server != id && std::find(s.spares.begin(), s.spares.end(), id) == s.spares.end())
+      s.spares.push_back(id);
+    s.changed.wait(
+        lock, [&] { return s.stopping || (s.server == id && !s.running && !s.queue.empty()); });
+    if (s.stopping) break;
+    c10::intrusive_ptr<QueuedWork> work = s.take_locked();
+    lock.unlock();
+    s.run(std::move(work));
+    lock.lock();
+  }
+  --s.threads;
+  s.changed.notify_all();
+}
+
+// Every group's queue, for wait_for_every_group.
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::weak_ptr<QueueState>> queues;
+};
+
+Registry& registry() {
+  static auto* instance = new Registry;  // used at exit
+  return *instance;
+}
+
+}  // namespace
 
 QueuedWork::QueuedWork(int rank, c10d::OpType type, const char* title,
                        std::vector<at::Tensor> outputs, std::function<void()> run)
@@ -14,30 +56,32 @@ QueuedWork::QueuedWork(int rank, c10d::OpType type, const char* title,
 }
 
 void QueuedWork::run() {
-  std::exception_ptr failure;
   try {
     run_();
   } catch (...) {
-    failure = std::current_exception();
+    failure_ = std::current_exception();
   }
   run_ = nullptr;  // the tensors it holds go with the call
-  finish(failure);
-  if (failure) {
-    future_->setError(failure);
+  finish(failure_);
+}
+
+void QueuedWork::complete_future() {
+  if (failure_) {
+    future_->setError(failure_);
   } else {
     future_->markCompleted(c10::IValue(outputs_));
   }
 }
 
 bool QueuedWork::wait(std::chrono::milliseconds timeout) {
-  if (queue_) {
+  if (queue_ && timeout == kNoTimeout) {
     c10::intrusive_ptr<QueuedWork> mine;
     {
       std::lock_guard lock(queue_->mutex);
       if (!queue_->running && !queue_->queue.empty() && queue_->queue.front().get() == this)
         mine = queue_->take_locked();
     }
-    if (mine) queue_->run(mine);
+    if (mine) queue_->run(std::move(mine));
   }
   return Work::wait(timeout);
 }
@@ -49,103 +93,104 @@ c10::intrusive_ptr<QueuedWork> QueueState::take_locked() {
   return work;
 }
 
-void QueueState::run(const c10::intrusive_ptr<QueuedWork>& work) {
+void QueueState::run(c10::intrusive_ptr<QueuedWork> work) {
   work->run();
+  const bool serves = serving == this;
   {
     std::lock_guard lock(mutex);
     running = false;
+    ++in_callbacks;
+    // Callbacks may wait for a call queued now or later: one queued now
+    // gets another server at once, a later one when it is pushed.
+    if (serves) {
+      server_in_callbacks = true;
+      if (!queue.empty()) hand_over_locked(work->queue_);
+    }
   }
-  ready.notify_all();
+  changed.notify_all();
+  work->complete_future();
+  work.reset();  // what it held goes before the queue may say it is idle
+  {
+    std::lock_guard lock(mutex);
+    --in_callbacks;
+    if (serves) server_in_callbacks = false;
+  }
+  changed.notify_all();
 }
 
-WorkQueue::WorkQueue() : thread_([this] { loop(); }) {}
+void QueueState::hand_over_locked(const std::shared_ptr<QueueState>& self) {
+  server_in_callbacks = false;
+  if (!spares.empty()) {
+    server = spares.back();
+    spares.pop_back();
+  } else {
+    server = ++next_id;
+    ++threads;
+    std::thread(serve, self, server).detach();
+  }
+  changed.notify_all();
+}
 
-void WorkQueue::stop() {
-  if (!thread_.joinable()) return;
+WorkQueue::WorkQueue() {
   {
     std::lock_guard lock(state_->mutex);
-    state_->stopping = true;
+    state_->server = ++state_->next_id;
+    state_->threads = 1;
   }
-  state_->ready.notify_all();
-  thread_.join();
+  std::thread(serve, state_, state_->server).detach();
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  std::erase_if(r.queues, [](const std::weak_ptr<QueueState>& q) { return q.expired(); });
+  r.queues.push_back(state_);
 }
 
 void WorkQueue::push(c10::intrusive_ptr<QueuedWork> work) {
   work->queue_ = state_;
-  {
-    std::lock_guard lock(state_->mutex);
-    state_->queue.push_back(std::move(work));
-  }
-  state_->ready.notify_all();
+  std::lock_guard lock(state_->mutex);
+  state_->queue.push_back(std::move(work));
+  // The server's callbacks may be waiting for this very call.
+  if (state_->server_in_callbacks) state_->hand_over_locked(state_);
+  state_->changed.notify_all();
 }
 
-// Stops once stopping and nothing is queued or running (a waiter may be
-// running the last call).
-void WorkQueue::loop() {
+void WorkQueue::stop() {
+  if (stopped_) return;
+  stopped_ = true;
   QueueState& s = *state_;
-  for (;;) {
-    c10::intrusive_ptr<QueuedWork> work;
-    {
-      std::unique_lock lock(s.mutex);
-      s.ready.wait(lock, [&] { return !s.running && (s.stopping || !s.queue.empty()); });
-      if (s.queue.empty()) return;
-      work = s.take_locked();
+  std::unique_lock lock(s.mutex);
+  if (serving == &s) {
+    // Inside a call or its callbacks, on a serving thread: the rest runs here.
+    while (!s.queue.empty()) {
+      c10::intrusive_ptr<QueuedWork> work = std::move(s.queue.front());
+      s.queue.pop_front();
+      lock.unlock();
+      work->run();
+      work->complete_future();
+      work.reset();
+      lock.lock();
     }
-    s.run(work);
+    s.stopping = true;
+    s.changed.notify_all();
+    return;  // this thread ends when it is back in its loop
   }
+  s.changed.wait(lock, [&] { return s.idle_locked(); });
+  s.stopping = true;
+  s.changed.notify_all();
+  s.changed.wait(lock, [&] { return s.threads == 0; });
 }
 
-PointToPointWork::PointToPointWork(int rank, c10d::OpType type, const char* title,
-                                   std::vector<at::Tensor> tensors, Request request,
-                                   std::function<void(std::size_t)> finish)
-    : Work(rank, type, title),
-      tensors_(std::move(tensors)),
-      request_(std::move(request)),
-      finish_(std::move(finish)) {}
-
-void PointToPointWork::complete_locked() {
-  std::exception_ptr failure;
-  try {
-    request_.wait();
-    if (finish_) finish_(request_.bytes());
-  } catch (...) {
-    failure = std::current_exception();
+void wait_for_every_group() {
+  std::vector<std::shared_ptr<QueueState>> live;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    for (const auto& queue : r.queues)
+      if (auto state = queue.lock()) live.push_back(std::move(state));
   }
-  completed_ = true;
-  exception_ = failure;
-  finish_ = nullptr;
-}
-
-bool PointToPointWork::isCompleted() {
-  std::lock_guard lock(mutex_);
-  if (completed_) return true;
-  bool done = false;
-  try {
-    done = request_.test();
-  } catch (...) {
-    done = true;
+  for (const auto& state : live) {
+    std::unique_lock lock(state->mutex);
+    state->changed.wait(lock, [&] { return state->idle_locked(); });
   }
-  if (done) complete_locked();
-  return completed_;
-}
-
-bool PointToPointWork::isSuccess() const {
-  std::lock_guard lock(mutex_);
-  return completed_ && !exception_;
-}
-
-std::exception_ptr PointToPointWork::exception() const {
-  std::lock_guard lock(mutex_);
-  return exception_;
-}
-
-// rlx's own deadline bounds the wait; torch's timeout argument is not a
-// second one.
-bool PointToPointWork::wait(std::chrono::milliseconds) {
-  std::lock_guard lock(mutex_);
-  if (!completed_) complete_locked();
-  if (exception_) std::rethrow_exception(exception_);
-  return true;
 }
 
 }  // namespace rlx::torch_backend

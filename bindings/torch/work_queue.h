@@ -1,26 +1,24 @@
-// torch's Work for rlx's calls. Collectives run in the order they were
-// called on one thread per process group (WorkQueue), which completes each
-// Work and its Future whether or not anyone waits: DDP's reducer chains on
-// the Future and only waits at the end of the backward pass. Point-to-point
-// calls are rlx requests, posted at once, so a receive never holds the
-// collectives behind it.
+// torch's Work for a group's collectives: they run in the order they were
+// called, one at a time, on the group's serving thread (WorkQueue), which
+// completes each Work and its Future whether or not anyone waits. A
+// Future's callbacks run on the thread that completed it; when a callback
+// may hold the serving thread (PowerSGD's hook starts and waits for further
+// calls), another thread takes over serving, so the calls behind it still run.
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
-#include "rlx/transport/request.h"
-
 namespace rlx::torch_backend {
 
-class WorkQueue;
+struct QueueState;
 
 class QueuedWork final : public c10d::Work {
  public:
@@ -30,76 +28,73 @@ class QueuedWork final : public c10d::Work {
 
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
-  // A wait on a call that has not started, next in line and with nothing
-  // running, runs it on the waiting thread: a blocking call costs no hand-off
-  // between threads.
+  // A wait without a timeout, on a call that has not started, next in line
+  // and with nothing running, runs it on the waiting thread: a blocking call
+  // costs no hand-off between threads.
   bool wait(std::chrono::milliseconds timeout) override;
 
-  // Runs the call, then completes the Work and the Future with its error,
-  // if any.
+  // Runs the call and completes the Work with its error, if any.
   void run();
+  // Then completes the Future, running its callbacks on this thread.
+  void complete_future();
 
  private:
   friend class WorkQueue;
+  friend struct QueueState;
   std::function<void()> run_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
-  std::shared_ptr<struct QueueState> queue_;  // set by WorkQueue::push
+  std::exception_ptr failure_;
+  std::shared_ptr<QueueState> queue_;  // set by WorkQueue::push
 };
 
-// What the queue's thread and the waiting threads share: a Work may outlive
-// its process group, and its wait() still looks here.
+// What the serving threads and the waiting threads share: a Work may
+// outlive its process group, and its wait() still looks here.
 struct QueueState {
   std::mutex mutex;
-  std::condition_variable ready;
+  std::condition_variable changed;
   std::deque<c10::intrusive_ptr<QueuedWork>> queue;
-  bool running = false;  // a call is running, on the queue's thread or a waiter's
+  bool running = false;  // a call runs, on a serving thread or a waiter's
   bool stopping = false;
+  std::uint64_t server = 0;           // which thread serves (the others are spares)
+  std::uint64_t next_id = 0;          // for the next thread started
+  std::vector<std::uint64_t> spares;  // threads parked, free to serve
+  int threads = 0;                    // alive, serving or spare
+  bool server_in_callbacks = false;
+  int in_callbacks = 0;  // threads running a Future's callbacks
 
   // Takes the next call when nothing runs, under `mutex`.
   c10::intrusive_ptr<QueuedWork> take_locked();
-  // Runs `work` (taken), then lets the next one start.
-  void run(const c10::intrusive_ptr<QueuedWork>& work);
+  // Runs `work` (taken) and lets the next one start, then its Future's callbacks.
+  void run(c10::intrusive_ptr<QueuedWork> work);
+  // Under `mutex`: a spare, or a new thread, serves from now on.
+  void hand_over_locked(const std::shared_ptr<QueueState>& self);
+  // True once nothing is queued, running or in callbacks.
+  bool idle_locked() const { return queue.empty() && !running && in_callbacks == 0; }
 };
 
 class WorkQueue {
  public:
   WorkQueue();
   ~WorkQueue() { stop(); }
-  // Runs what was queued, then stops the thread (once).
-  void stop();
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   void push(c10::intrusive_ptr<QueuedWork> work);
+  // Runs what was queued and waits for its callbacks, then ends the threads
+  // (once). On a serving thread (the group's last reference dropped there),
+  // runs the rest right there and lets that thread end by itself.
+  void stop();
 
  private:
-  void loop();
-
   std::shared_ptr<QueueState> state_ = std::make_shared<QueueState>();
-  std::thread thread_;
+  bool stopped_ = false;
 };
 
-// A send or receive posted to rlx: wait() is rlx's wait, then `finish`
-// (a receive's copy into a tensor that was not contiguous, its length check).
-class PointToPointWork final : public c10d::Work {
- public:
-  PointToPointWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> tensors,
-                   Request request, std::function<void(std::size_t bytes)> finish = {});
-
-  bool isCompleted() override;
-  bool isSuccess() const override;
-  std::exception_ptr exception() const override;
-  bool wait(std::chrono::milliseconds timeout) override;
-  std::vector<at::Tensor> result() override { return tensors_; }
-
- private:
-  // Under mutex_: finishes the Work once rlx's request completed.
-  void complete_locked();
-
-  std::vector<at::Tensor> tensors_;
-  Request request_;
-  std::function<void(std::size_t)> finish_;
-};
+// Waits until every group's calls and their callbacks have run: rlx_torch's
+// atexit, so that no call still running drops a tensor Python owns after
+// Python can no longer give the GIL (which aborts the process, as gloo's
+// threads do at torch 1.13's exit).
+void wait_for_every_group();
 
 }  // namespace rlx::torch_backend

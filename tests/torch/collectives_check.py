@@ -4,12 +4,16 @@ r + 1, or r * 10 + i): all_reduce by every op over every dtype, coalesced,
 non-contiguous, reduce, broadcast, all_gather (list and tensor),
 reduce_scatter (list and tensor), gather, scatter, all_to_all (equal, split,
 list), barrier, send/recv/isend/irecv with tags (a receive posted before a
-collective holds nothing up), async_op=True with its Future, a new_group of
+collective holds nothing up; Works dropped before they completed; a
+timed wait), a Future's callback waiting for a later call, async_op=True
+with its Future, a new_group of
 the even ranks, refusals with rlx's words, and the group destroyed with
 calls still running. With --rlx-torch-init, the group starts through
 rlx_torch.init_process_group() (under mpirun). Prints "rank R of N: torch
 backend ok"."""
+import datetime
 import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -158,6 +162,40 @@ if n > 1:
     sent.wait()
     equal(early, torch.arange(4.0) + left, "irecv tag 9")
 
+# A send's and a receive's Work dropped at once: rlx keeps their buffers (a
+# non-contiguous tensor's contiguous copy) until they complete.
+if n > 1:
+    square = torch.arange(256 * 256, dtype=torch.float32).reshape(256, 256) + r
+    dist.isend(square.t(), dst=right, tag=11)  # 256 KiB: sent in the background
+    dropped = torch.zeros(256, 256)
+    dist.irecv(dropped.t(), src=left, tag=12)  # never waited for; the message below lands in it
+    dist.isend(torch.full((256, 256), float(r)), dst=right, tag=12).wait()
+    churn = [torch.full((256, 256), -1.0) for _ in range(8)]  # reuses freed memory, if any
+    got = torch.zeros(256, 256)
+    dist.recv(got, src=left, tag=11)
+    equal(got, (torch.arange(256 * 256.0).reshape(256, 256) + left).t(), "dropped isend")
+    # wait(timeout) gives up on time; the receive stays posted and completes later.
+    late = torch.zeros(1)
+    pending = dist.irecv(late, src=left, tag=13)
+    started = time.monotonic()
+    try:
+        pending.wait(datetime.timedelta(seconds=0.3))
+        raise AssertionError("a receive nobody sent to completed")
+    except RuntimeError as error:
+        assert "timeout" in str(error) and time.monotonic() - started < 2, error
+    dist.barrier()
+    dist.send(torch.tensor([float(r)]), dst=right, tag=13)
+    pending.wait()
+    equal(late, [float(left)], "irecv after a timed-out wait")
+
+# A callback chained on a Future starts another call of the group and waits
+# for it (PowerSGD's DDP hook does), while a long call is still queued.
+big = torch.ones(1 << 22)
+dist.all_reduce(big, async_op=True)
+first = dist.all_reduce(torch.ones(4), async_op=True).get_future()
+chained = first.then(lambda f: dist.all_reduce(torch.ones(2), async_op=True).get_future().wait()[0])
+equal(chained.wait(), [float(n)] * 2, "a callback waiting for a later call")
+
 # async_op=True: the Work completes by itself, and its Future gives the tensor.
 t = torch.full((1000,), 1.0)
 work = dist.all_reduce(t, async_op=True)
@@ -182,6 +220,9 @@ for bad, words in (
     (lambda: dist.all_reduce(torch.ones(2, dtype=torch.int64), op=dist.ReduceOp.AVG), "AVG"),
     (lambda: dist.all_reduce(torch.ones(2).to_sparse()), "sparse"),
     (lambda: dist.broadcast(torch.ones(2), src=n), "src"),
+    (lambda: dist.all_to_all_single(torch.zeros(n, 2), torch.zeros(n, 2),
+                                    input_split_sizes=[3 << 61] + [0] * (n - 1)),
+     "split size"),
 ):
     try:
         bad()
@@ -196,4 +237,14 @@ print(f"rank {r} of {n}: torch backend ok", flush=True)
 # takes the GIL (it waited forever for the thread destroying the group).
 for _ in range(20):
     dist.all_reduce(torch.ones(1 << 14), async_op=True)
+# A group whose last reference a callback holds: it goes on a completion
+# thread, after its calls ran (it joined its own thread, and aborted, once).
+doomed = dist.new_group(backend="rlx")
+for _ in range(3):
+    dist.all_reduce(torch.ones(1 << 16), group=doomed, async_op=True)
+last = dist.all_reduce(torch.ones(4), group=doomed, async_op=True).get_future()
+last = last.then(lambda f, keep=doomed: f.value()[0].sum().item())
+dist.destroy_process_group(doomed)
+del doomed
+assert last.wait() == 4 * n, last.wait()
 dist.destroy_process_group()

@@ -1,12 +1,15 @@
 """DistributedDataParallel on the "rlx" backend: a few SGD steps of a small
 model, each rank on its slice of the batch, give the parameters that the
 same steps give on gloo (a gloo group of the same ranks, in this run) and
-in one process on the whole batch. Prints "rank R of N: ddp on rlx matches
+in one process on the whole batch; and with PowerSGD's communication hook
+(whose callbacks start and wait for further calls), what it gives on gloo.
+Prints "rank R of N: ddp on rlx matches
 gloo and one process"."""
 import copy
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as power_sgd
 from torch.nn.parallel import DistributedDataParallel
 
 import rlx_torch  # noqa: F401 (registers "rlx")
@@ -44,6 +47,19 @@ alone = train(copy.deepcopy(start), slice(None))
 for a, b, c in zip(on_rlx, on_gloo, alone):
     assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
     assert torch.allclose(a, c, atol=1e-5), (a - c).abs().max()
+
+
+# PowerSGD's hook: its callbacks start further all_reduces and wait for them.
+def with_power_sgd(group):
+    net = DistributedDataParallel(copy.deepcopy(model), process_group=group)
+    state = power_sgd.PowerSGDState(process_group=group, matrix_approximation_rank=1,
+                                    start_powerSGD_iter=2, min_compression_rate=0.5)
+    net.register_comm_hook(state, power_sgd.powerSGD_hook)
+    return net
+
+
+for a, b in zip(train(with_power_sgd(None), mine), train(with_power_sgd(gloo), mine)):
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 assert not torch.allclose(on_rlx[0], list(start.parameters())[0]), "training changed nothing"
 print(f"rank {r} of {n}: ddp on rlx matches gloo and one process", flush=True)
 dist.destroy_process_group()

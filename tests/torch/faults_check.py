@@ -9,6 +9,10 @@ with rlx's words, on every rank, and no hang.
     stops calling (alive, asleep); every other rank's all_reduce raises
     within the 3 s, naming it, instead of waiting rlx's 5 minutes or
     torch's default 30.
+  faults_check.py late: the last rank joins 4 s after the others, who wait
+    for it in torch's store; with RLX_CONNECT_TIMEOUT_S=2 every rank still
+    connects (the connections' deadline starts once the store has every
+    rank's endpoint).
 Prints "rank R: RuntimeError <what>" for each error caught as expected."""
 import datetime
 import os
@@ -22,6 +26,8 @@ import torch.distributed as dist
 import rlx_torch  # noqa: F401 (registers "rlx")
 
 FROZEN_TIMEOUT = datetime.timedelta(seconds=3)
+if sys.argv[1] == "late" and int(os.environ["RANK"]) == int(os.environ["WORLD_SIZE"]) - 1:
+    time.sleep(4)
 dist.init_process_group("rlx", **({"timeout": FROZEN_TIMEOUT} if sys.argv[1] == "frozen" else {}))
 r, n = dist.get_rank(), dist.get_world_size()
 
@@ -73,4 +79,11 @@ def frozen():
     raise AssertionError("all_reduce returned without the last rank")
 
 
-{"mismatch": mismatch, "killed": killed, "frozen": frozen}[sys.argv[1]]()
+def late():
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == n, t
+    print(f"rank {r}: connected although rank {n - 1} came 4 s late", flush=True)
+
+
+{"mismatch": mismatch, "killed": killed, "frozen": frozen, "late": late}[sys.argv[1]]()
