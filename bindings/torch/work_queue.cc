@@ -21,7 +21,7 @@ void serve(std::shared_ptr<QueueState> state, std::uint64_t id) {
     // Replaced while in callbacks: parked, free to serve again.
     if (s.server != id && std::find(s.spares.begin(), s.spares.end(), id) == s.spares.end())
       s.spares.push_back(id);
-    s.changed.wait(
+    s.work_ready.wait(
         lock, [&] { return s.stopping || (s.server == id && !s.running && !s.queue.empty()); });
     if (s.stopping) break;
     c10::intrusive_ptr<QueuedWork> work = s.take_locked();
@@ -30,7 +30,7 @@ void serve(std::shared_ptr<QueueState> state, std::uint64_t id) {
     lock.lock();
   }
   --s.threads;
-  s.changed.notify_all();
+  s.idle.notify_all();
 }
 
 // Every group's queue, for wait_for_every_group.
@@ -106,16 +106,14 @@ void QueueState::run(c10::intrusive_ptr<QueuedWork> work) {
       server_in_callbacks = true;
       if (!queue.empty()) hand_over_locked(work->queue_);
     }
+    if (!queue.empty()) work_ready.notify_all();
   }
-  changed.notify_all();
   work->complete_future();
   work.reset();  // what it held goes before the queue may say it is idle
-  {
-    std::lock_guard lock(mutex);
-    --in_callbacks;
-    if (serves) server_in_callbacks = false;
-  }
-  changed.notify_all();
+  std::lock_guard lock(mutex);
+  --in_callbacks;
+  if (serves) server_in_callbacks = false;
+  if (idle_locked()) idle.notify_all();
 }
 
 void QueueState::hand_over_locked(const std::shared_ptr<QueueState>& self) {
@@ -128,7 +126,7 @@ void QueueState::hand_over_locked(const std::shared_ptr<QueueState>& self) {
     ++threads;
     std::thread(serve, self, server).detach();
   }
-  changed.notify_all();
+  work_ready.notify_all();
 }
 
 WorkQueue::WorkQueue() {
@@ -150,7 +148,7 @@ void WorkQueue::push(c10::intrusive_ptr<QueuedWork> work) {
   state_->queue.push_back(std::move(work));
   // The server's callbacks may be waiting for this very call.
   if (state_->server_in_callbacks) state_->hand_over_locked(state_);
-  state_->changed.notify_all();
+  state_->work_ready.notify_all();
 }
 
 void WorkQueue::stop() {
@@ -170,13 +168,13 @@ void WorkQueue::stop() {
       lock.lock();
     }
     s.stopping = true;
-    s.changed.notify_all();
+    s.work_ready.notify_all();
     return;  // this thread ends when it is back in its loop
   }
-  s.changed.wait(lock, [&] { return s.idle_locked(); });
+  s.idle.wait(lock, [&] { return s.idle_locked(); });
   s.stopping = true;
-  s.changed.notify_all();
-  s.changed.wait(lock, [&] { return s.threads == 0; });
+  s.work_ready.notify_all();
+  s.idle.wait(lock, [&] { return s.threads == 0; });
 }
 
 void wait_for_every_group() {
@@ -189,7 +187,7 @@ void wait_for_every_group() {
   }
   for (const auto& state : live) {
     std::unique_lock lock(state->mutex);
-    state->changed.wait(lock, [&] { return state->idle_locked(); });
+    state->idle.wait(lock, [&] { return state->idle_locked(); });
   }
 }
 

@@ -52,7 +52,8 @@ class QueuedWork final : public c10d::Work {
 // outlive its process group, and its wait() still looks here.
 struct QueueState {
   std::mutex mutex;
-  std::condition_variable changed;
+  std::condition_variable work_ready;  // for the serving threads
+  std::condition_variable idle;        // for stop() and wait_for_every_group()
   std::deque<c10::intrusive_ptr<QueuedWork>> queue;
   bool running = false;  // a call runs, on a serving thread or a waiter's
   bool stopping = false;
