@@ -5,17 +5,29 @@
 
 #include <ATen/core/ivalue.h>
 
+#include "rlx/transport/log.h"
+
 namespace rlx::torch_backend {
 namespace {
 
-// The queue the calling thread serves, if it is a serving thread.
+// What the calling thread does for a queue: it is one of its serving
+// threads (and which), it runs one of its calls (holding `running`), it
+// runs callbacks of its calls (how many deep).
 thread_local const QueueState* serving = nullptr;
+thread_local std::uint64_t serving_id = 0;
+thread_local const QueueState* running_here = nullptr;
+thread_local std::vector<const QueueState*> callbacks_here;
+
+int callbacks_here_for(const QueueState* state) {
+  return static_cast<int>(std::count(callbacks_here.begin(), callbacks_here.end(), state));
+}
 
 // A serving thread: runs calls while it is the server; parked as a spare
 // while another serves; ends when the queue stops.
 void serve(std::shared_ptr<QueueState> state, std::uint64_t id) {
   QueueState& s = *state;
   serving = &s;
+  serving_id = id;
   std::unique_lock lock(s.mutex);
   for (;;) {
     // Replaced while in callbacks: parked, free to serve again.
@@ -66,10 +78,17 @@ void QueuedWork::run() {
 }
 
 void QueuedWork::complete_future() {
-  if (failure_) {
-    future_->setError(failure_);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
+  try {
+    if (failure_) {
+      future_->setError(failure_);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  } catch (const std::exception& error) {
+    // A C++ callback's (Python's catch their own): the queue goes on.
+    log(LogLevel::warn, std::string("a callback of a torch Future threw: ") + error.what());
+  } catch (...) {
+    log(LogLevel::warn, "a callback of a torch Future threw");
   }
 }
 
@@ -94,26 +113,33 @@ c10::intrusive_ptr<QueuedWork> QueueState::take_locked() {
 }
 
 void QueueState::run(c10::intrusive_ptr<QueuedWork> work) {
+  running_here = this;
   work->run();
-  const bool serves = serving == this;
+  running_here = nullptr;
+  bool serves = false;
   {
     std::lock_guard lock(mutex);
     running = false;
     ++in_callbacks;
     // Callbacks may wait for a call queued now or later: one queued now
-    // gets another server at once, a later one when it is pushed.
+    // gets another server at once, a later one when it is pushed. Only the
+    // server's own callbacks count (a replaced thread may finish a call).
+    serves = serving == this && server == serving_id;
     if (serves) {
       server_in_callbacks = true;
       if (!queue.empty()) hand_over_locked(work->queue_);
     }
     if (!queue.empty()) work_ready.notify_all();
+    idle.notify_all();  // a stop() may wait for `running` alone
   }
+  callbacks_here.push_back(this);
   work->complete_future();
   work.reset();  // what it held goes before the queue may say it is idle
+  callbacks_here.pop_back();
   std::lock_guard lock(mutex);
   --in_callbacks;
-  if (serves) server_in_callbacks = false;
-  if (idle_locked()) idle.notify_all();
+  if (serves && server == serving_id) server_in_callbacks = false;
+  idle.notify_all();
 }
 
 void QueueState::hand_over_locked(const std::shared_ptr<QueueState>& self) {
@@ -156,25 +182,30 @@ void WorkQueue::stop() {
   stopped_ = true;
   QueueState& s = *state_;
   std::unique_lock lock(s.mutex);
-  if (serving == &s) {
-    // Inside a call or its callbacks, on a serving thread: the rest runs here.
+  if (running_here == &s) {
+    // Inside a call of this queue (its last reference dropped there): this
+    // thread holds `running`, so the rest runs here, in order.
     while (!s.queue.empty()) {
       c10::intrusive_ptr<QueuedWork> work = std::move(s.queue.front());
       s.queue.pop_front();
+      ++s.in_callbacks;
       lock.unlock();
       work->run();
       work->complete_future();
       work.reset();
       lock.lock();
+      --s.in_callbacks;
     }
-    s.stopping = true;
-    s.work_ready.notify_all();
-    return;  // this thread ends when it is back in its loop
+  } else {
+    // Callbacks this thread runs for the queue cannot end before it does.
+    const int own = callbacks_here_for(&s);
+    s.idle.wait(lock, [&] { return s.queue.empty() && !s.running && s.in_callbacks == own; });
   }
-  s.idle.wait(lock, [&] { return s.idle_locked(); });
   s.stopping = true;
   s.work_ready.notify_all();
-  s.idle.wait(lock, [&] { return s.threads == 0; });
+  // A serving thread stopping its own queue ends when it is back in its loop.
+  const int self = serving == &s ? 1 : 0;
+  s.idle.wait(lock, [&] { return s.threads == self; });
 }
 
 void wait_for_every_group() {

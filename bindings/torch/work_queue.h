@@ -61,8 +61,8 @@ struct QueueState {
   std::uint64_t next_id = 0;          // for the next thread started
   std::vector<std::uint64_t> spares;  // threads parked, free to serve
   int threads = 0;                    // alive, serving or spare
-  bool server_in_callbacks = false;
-  int in_callbacks = 0;  // threads running a Future's callbacks
+  bool server_in_callbacks = false;   // the serving thread, not a replaced one
+  int in_callbacks = 0;               // threads running a Future's callbacks
 
   // Takes the next call when nothing runs, under `mutex`.
   c10::intrusive_ptr<QueuedWork> take_locked();
@@ -83,8 +83,10 @@ class WorkQueue {
 
   void push(c10::intrusive_ptr<QueuedWork> work);
   // Runs what was queued and waits for its callbacks, then ends the threads
-  // (once). On a serving thread (the group's last reference dropped there),
-  // runs the rest right there and lets that thread end by itself.
+  // (once). From inside one of the queue's calls (the group's last
+  // reference dropped there), runs the rest right there; from inside
+  // callbacks, waits for all but its own; a serving thread doing so ends by
+  // itself once back in its loop.
   void stop();
 
  private:
