@@ -14,7 +14,8 @@ void copy_typed(const void* src, std::int64_t src_offset, const Strides& src_str
                 const Shape& shape) {
   const U* from = static_cast<const U*>(src) + src_offset;
   U* to = static_cast<U*>(dst);
-  for_each_run<2>(shape, {row_major_strides(shape), src_strides},
+  const DimVector dst_strides = row_major(shape);
+  for_each_run<2>(shape, {as_span(dst_strides), src_strides},
                   [&](const auto& at, std::int64_t count, const auto& step) {
                     U* out = to + at[0];
                     const U* in = from + at[1];

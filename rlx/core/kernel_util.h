@@ -7,8 +7,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <type_traits>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "rlx/core/dtype.h"
 #include "rlx/core/shape.h"
@@ -76,17 +79,48 @@ To convert(From value) {
   }
 }
 
+// Dimensions or strides inside a kernel: inline up to 8, so walking an
+// array allocates nothing (a compiled graph's runs allocate nothing).
+using DimVector = boost::container::small_vector<std::int64_t, 8>;
+
+inline std::span<const std::int64_t> as_span(const DimVector& values) {
+  return {values.data(), values.size()};
+}
+
+// Strides of a contiguous row-major array of `shape`; of `shape` broadcast
+// to `target` (0 along broadcast dimensions).
+inline DimVector row_major(std::span<const std::int64_t> shape) {
+  DimVector strides(shape.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+inline DimVector broadcast_to(std::span<const std::int64_t> shape,
+                              std::span<const std::int64_t> target) {
+  const DimVector own = row_major(shape);
+  const std::size_t lead = target.size() - shape.size();
+  DimVector strides(target.size(), 0);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    strides[lead + i] = shape[i] == target[lead + i] ? own[i] : 0;
+  }
+  return strides;
+}
+
 // `shape` and per-operand strides with size-1 dimensions dropped and
 // neighbours merged where every operand walks them contiguously, so that
 // operands of equal contiguous shape become one dimension.
 template <std::size_t N>
 struct MergedDims {
-  Shape dims;
-  std::array<Strides, N> strides;
+  DimVector dims;
+  std::array<DimVector, N> strides;
 };
 
 template <std::size_t N>
-MergedDims<N> merge_dims(const Shape& shape, const std::array<Strides, N>& strides) {
+MergedDims<N> merge_dims(std::span<const std::int64_t> shape,
+                         const std::array<std::span<const std::int64_t>, N>& strides) {
   MergedDims<N> out;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;
@@ -109,11 +143,14 @@ MergedDims<N> merge_dims(const Shape& shape, const std::array<Strides, N>& strid
 // element strides, and calls fn(offsets, count, inner_strides) once per run of
 // the innermost (merged) dimension: the caller's tight loop goes there.
 template <std::size_t N, class Fn>
-void for_each_run(const Shape& shape, const std::array<Strides, N>& strides, Fn&& fn) {
+void for_each_run(std::span<const std::int64_t> shape,
+                  const std::array<std::span<const std::int64_t>, N>& strides, Fn&& fn) {
   using Index = std::array<std::int64_t, N>;
-  if (numel(shape) == 0) return;
+  std::int64_t elements = 1;
+  for (std::int64_t dim : shape) elements *= dim;
+  if (elements == 0) return;
   const MergedDims<N> merged = merge_dims(shape, strides);
-  const Shape& dims = merged.dims;
+  const DimVector& dims = merged.dims;
   Index offsets{};
   if (dims.empty()) {  // a single element
     fn(offsets, std::int64_t{1}, Index{});
@@ -121,7 +158,7 @@ void for_each_run(const Shape& shape, const std::array<Strides, N>& strides, Fn&
   }
   Index inner;
   for (std::size_t k = 0; k < N; ++k) inner[k] = merged.strides[k].back();
-  std::vector<std::int64_t> counter(dims.size() - 1, 0);
+  DimVector counter(dims.size() - 1, 0);
   for (;;) {
     fn(offsets, dims.back(), inner);
     std::size_t d = counter.size();

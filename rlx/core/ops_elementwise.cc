@@ -152,11 +152,12 @@ void binary_kernel(const Array& a, const Array& b, Array& out) {
     binary_run(f, po, pa, pb, out.size(), 1, 1);
     return;
   }
-  const std::array<Strides, 3> strides = {row_major_strides(shape),
-                                          broadcast_strides(a.shape(), shape),
-                                          broadcast_strides(b.shape(), shape)};
+  const detail::DimVector out_strides = detail::row_major(shape);
+  const detail::DimVector a_strides = detail::broadcast_to(a.shape(), shape);
+  const detail::DimVector b_strides = detail::broadcast_to(b.shape(), shape);
   detail::for_each_run<3>(
-      shape, strides, [&](const auto& at, std::int64_t count, const auto& step) {
+      shape, {detail::as_span(out_strides), detail::as_span(a_strides), detail::as_span(b_strides)},
+      [&](const auto& at, std::int64_t count, const auto& step) {
         binary_run(f, po + at[0], pa + at[1], pb + at[2], count, step[1], step[2]);
       });
 }

@@ -94,7 +94,8 @@ void reduce_last(const T* x, T* y, std::int64_t outer, std::int64_t count) {
 // Axes after the reduced ones remain: accumulate whole rows of `inner`.
 template <class R, class T>
 void reduce_rows(const T* x, T* y, std::int64_t outer, std::int64_t count, std::int64_t inner) {
-  std::vector<typename R::Acc> acc(static_cast<std::size_t>(inner));
+  thread_local std::vector<typename R::Acc> acc;  // kept: a compiled graph's runs allocate nothing
+  acc.resize(static_cast<std::size_t>(inner));
   for (std::int64_t o = 0; o < outer; ++o) {
     std::fill(acc.begin(), acc.end(), R::init());
     for (std::int64_t r = 0; r < count; ++r) {

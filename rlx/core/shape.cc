@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "rlx/core/kernel_util.h"
+
 namespace rlx {
 
 std::int64_t numel(const Shape& shape) {
@@ -20,13 +22,8 @@ std::string to_string(const Shape& shape) {
 }
 
 Strides row_major_strides(const Shape& shape) {
-  Strides strides(shape.size());
-  std::int64_t stride = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    strides[i] = stride;
-    stride *= shape[i];
-  }
-  return strides;
+  const detail::DimVector strides = detail::row_major(shape);
+  return {strides.begin(), strides.end()};
 }
 
 void check_shape(std::string_view op, const Shape& shape) {
@@ -55,13 +52,8 @@ Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
 }
 
 Strides broadcast_strides(const Shape& shape, const Shape& target) {
-  const Strides own = row_major_strides(shape);
-  const std::size_t lead = target.size() - shape.size();
-  Strides strides(target.size(), 0);
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    strides[lead + i] = shape[i] == target[lead + i] ? own[i] : 0;
-  }
-  return strides;
+  const detail::DimVector strides = detail::broadcast_to(shape, target);
+  return {strides.begin(), strides.end()};
 }
 
 int normalize_axis(std::string_view op, int axis, int ndim) {
