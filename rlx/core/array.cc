@@ -112,7 +112,10 @@ const void* Array::raw_data() const {
   return node_->buffer.get();
 }
 
-void Array::allocate() { node().buffer = allocate_buffer(nbytes()); }
+void Array::allocate() {
+  ArrayNode& n = node();
+  if (!n.buffer) n.buffer = allocate_buffer(nbytes());
+}
 
 void Array::share_data(const Array& other) {
   if (other.nbytes() != nbytes()) {

@@ -149,7 +149,8 @@ class Array {
 
   // --- For primitives computing `output` (see Primitive::eval). ---
 
-  // Gives the array a fresh, uninitialised buffer of nbytes().
+  // Gives the array its uninitialised buffer of nbytes(): the one a compiled
+  // graph's plan placed for it in its arena, else a fresh one.
   void allocate();
   // Makes the array use `other`'s data, which must have the same byte size.
   void share_data(const Array& other);

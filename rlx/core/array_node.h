@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "rlx/core/array.h"
@@ -48,5 +49,12 @@ struct NodeAccess {
   static Array wrap(std::shared_ptr<ArrayNode> node) { return Array(std::move(node)); }
   static std::shared_ptr<ArrayNode> release(Array& array) { return std::move(array.node_); }
 };
+
+// How eval() would compute `roots` and the pending arrays they need, as steps
+// in its order: one array, or several of one batch key that one eval_batch()
+// on the first one's primitive computes (batch_cap as batch_bytes_cap(); 0:
+// none). Computes nothing; a compiled graph's plan replays the steps.
+std::vector<std::vector<std::shared_ptr<ArrayNode>>> plan_steps(std::span<const Array> roots,
+                                                                std::size_t batch_cap);
 
 }  // namespace rlx::detail

@@ -1,13 +1,23 @@
 #include "rlx/core/compiled_graph.h"
 
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
+#include "rlx/core/array_node.h"
+#include "rlx/core/custom.h"
 #include "rlx/core/error.h"
 #include "rlx/core/eval.h"
+#include "rlx/core/execution_plan.h"
 #include "rlx/core/registry.h"
 
 namespace rlx {
 namespace {
+
+using detail::ArrayNode;
+using detail::NodeAccess;
 
 std::string describe(const Shape& shape, Dtype dtype) {
   return to_string(shape) + " " + std::string(name_of(dtype));
@@ -35,43 +45,99 @@ Array lower_custom(const Graph::NodeInfo& node, const std::vector<Array>& inputs
   return result;
 }
 
+// An input's or parameter's array: evaluated, with the data each run binds.
+Array make_slot(const Shape& shape, Dtype dtype) {
+  auto node = std::make_shared<ArrayNode>(shape, dtype);
+  node->state.store(detail::NodeState::done, std::memory_order_release);
+  return NodeAccess::wrap(std::move(node));
+}
+
+Buffer& buffer_of(const Array& array) { return NodeAccess::node(array)->buffer; }
+
+struct PlanCheckHolder {
+  std::mutex mutex;
+  PlanCheck check;
+};
+
+PlanCheckHolder& plan_check() {
+  static PlanCheckHolder holder;
+  return holder;
+}
+
 }  // namespace
 
-Array Value::to_array(const std::string& what, const Shape& shape, Dtype dtype) const {
+std::string Value::misfit(const Shape& shape, Dtype dtype) const {
   if (array_.valid()) {
-    if (array_.shape() != shape || array_.dtype() != dtype) {
-      throw Error(what + ": got an array of " + describe(array_.shape(), array_.dtype()) +
-                  " where the graph declares " + describe(shape, dtype));
-    }
-    return array_;
+    if (array_.shape() == shape && array_.dtype() == dtype) return {};
+    return "got an array of " + describe(array_.shape(), array_.dtype()) +
+           " where the graph declares " + describe(shape, dtype);
   }
-  if (dtype_ != dtype || count_ != static_cast<std::size_t>(numel(shape))) {
-    throw Error(what + ": got " + std::to_string(count_) + " " + std::string(name_of(dtype_)) +
-                " values where the graph declares " + describe(shape, dtype) + ", " +
-                std::to_string(numel(shape)) + " values");
-  }
+  if (dtype_ == dtype && count_ == static_cast<std::size_t>(numel(shape))) return {};
+  return "got " + std::to_string(count_) + " " + std::string(name_of(dtype_)) +
+         " values where the graph declares " + describe(shape, dtype) + ", " +
+         std::to_string(numel(shape)) + " values";
+}
+
+Array Value::to_array(const std::string& what, const Shape& shape, Dtype dtype) const {
+  if (std::string why = misfit(shape, dtype); !why.empty()) throw Error(what + ": " + why);
+  if (array_.valid()) return array_;
   return Array::from_bytes(data_, shape, dtype);
 }
+
+void set_plan_check(PlanCheck check) {
+  std::lock_guard lock(plan_check().mutex);
+  plan_check().check = std::move(check);
+}
+
+CompiledGraph::CompiledGraph() = default;
+CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
+CompiledGraph::~CompiledGraph() = default;
 
 CompiledGraph compile(const Graph& graph) {
   if (graph.outputs().empty()) throw Error("compile: the graph has no outputs (set_outputs)");
   CompiledGraph compiled;
   const std::vector<bool> needed = needed_nodes(graph);
-  std::vector<std::size_t> position(needed.size());
+  std::vector<Array> values(needed.size());
+  std::vector<Array> inputs;
   for (std::size_t i = 0; i < needed.size(); ++i) {
     const Graph::NodeInfo& node = graph.nodes()[i];
-    if (node.kind == Graph::Kind::input || node.kind == Graph::Kind::param) {
-      compiled.declared_.emplace(node.name,
-                                 CompiledGraph::Declared{node.kind, node.shape, node.dtype});
+    const bool named = node.kind == Graph::Kind::input || node.kind == Graph::Kind::param;
+    if (named) {
+      auto& declared = compiled.declared_[node.name];
+      declared = {node.kind, node.shape, node.dtype, {}};
+      if (needed[i]) declared.slot = make_slot(node.shape, node.dtype);
+      if (needed[i] && node.kind == Graph::Kind::input) {
+        compiled.input_names_.push_back(node.name);
+        compiled.inputs_.push_back(&declared);
+      }
+      if (needed[i] && node.kind == Graph::Kind::param) {
+        compiled.params_.emplace_back(node.name, &declared);
+      }
     }
     if (!needed[i]) continue;
-    if (node.kind == Graph::Kind::custom) find_array_kernel(node.op);  // unknown: fail now
-    position[i] = compiled.nodes_.size();
-    compiled.nodes_.push_back(node);
-    for (std::uint32_t& input : compiled.nodes_.back().inputs)
-      input = static_cast<std::uint32_t>(position[input]);
+    inputs.clear();
+    for (std::uint32_t input : node.inputs) inputs.push_back(values[input]);
+    switch (node.kind) {
+      case Graph::Kind::input:
+      case Graph::Kind::param:
+        values[i] = compiled.declared_.find(node.name)->second.slot;
+        break;
+      case Graph::Kind::constant:
+      case Graph::Kind::op:
+        values[i] = node.lower(inputs);
+        break;
+      case Graph::Kind::custom:
+        values[i] = lower_custom(node, inputs);
+        compiled.nodes_.push_back(node);
+        compiled.lowered_.push_back(values[i]);
+        break;
+    }
   }
-  for (Node output : graph.outputs()) compiled.outputs_.push_back(position[output.index()]);
+  std::vector<Array> roots;
+  for (Node output : graph.outputs()) roots.push_back(values[output.index()]);
+  compiled.input_storage_.resize(compiled.inputs_.size());
+  compiled.plan_ = std::make_unique<detail::ExecutionPlan>(roots, batch_bytes_cap());
   return compiled;
 }
 
@@ -92,13 +158,126 @@ const CompiledGraph::Declared& CompiledGraph::declared(std::string_view name,
 
 void CompiledGraph::set_param(std::string_view name, const Value& value) {
   const Declared& param = declared(name, Graph::Kind::param);
-  Array array =
-      value.to_array("set_param: parameter '" + std::string(name) + "'", param.shape, param.dtype);
-  params_.insert_or_assign(std::string(name), std::move(array));
+  const std::string what = "set_param: parameter '" + std::string(name) + "'";
+  Array array = value.to_array(what, param.shape, param.dtype);
+  if (!param.slot.valid()) return;  // the outputs do not use it
+  const bool carried = std::any_of(carries_.begin(), carries_.end(),
+                                   [&](const Carry& c) { return c.param == &param; });
+  if (carried) {  // runs write it: the graph's own copy
+    Buffer copy = allocate_buffer(array.nbytes());
+    if (array.nbytes() > 0) std::memcpy(copy.get(), array.raw_data(), array.nbytes());
+    buffer_of(param.slot) = std::move(copy);
+  } else {
+    array.raw_data();  // evaluated, so a run only binds its buffer
+    buffer_of(param.slot) = buffer_of(array);
+  }
 }
 
-// The array of each input node of nodes_ (empty elsewhere), from the feeds.
-std::vector<Array> CompiledGraph::feed_arrays(const std::vector<Feed>& feeds) const {
+Array CompiledGraph::param(std::string_view name) const {
+  const Declared& param = declared(name, Graph::Kind::param);
+  if (!param.slot.valid() || !buffer_of(param.slot)) {
+    throw Error("param: parameter '" + std::string(name) + "' is not set" +
+                (param.slot.valid() ? " (set_param)" : " (the outputs do not use it)"));
+  }
+  return param.slot;
+}
+
+void CompiledGraph::carry(std::size_t output, std::string_view name) {
+  const Declared& param = declared(name, Graph::Kind::param);
+  const std::span<const Array> roots = plan_->roots();
+  if (output >= roots.size()) {
+    throw Error("carry: output " + std::to_string(output) + " of " + std::to_string(roots.size()));
+  }
+  if (roots[output].shape() != param.shape || roots[output].dtype() != param.dtype) {
+    throw Error("carry: output " + std::to_string(output) + " is " +
+                describe(roots[output].shape(), roots[output].dtype()) + " but parameter '" +
+                std::string(name) + "' is " + describe(param.shape, param.dtype));
+  }
+  if (!param.slot.valid()) {
+    throw Error("carry: parameter '" + std::string(name) + "' is not used by the outputs");
+  }
+  carries_.push_back({output, &param});
+  if (buffer_of(param.slot)) set_param(name, Array(param.slot));  // take a copy now
+}
+
+void CompiledGraph::bind_input(std::size_t index, const Value& value) {
+  const Declared& input = *inputs_[index];
+  if (std::string why = value.misfit(input.shape, input.dtype); !why.empty()) {
+    throw Error("run: input '" + input_names_[index] + "': " + why);
+  }
+  Buffer& bound = buffer_of(input.slot);
+  if (const Array* array = value.array()) {
+    array->raw_data();  // evaluated
+    bound = buffer_of(*array);
+    return;
+  }
+  Buffer& storage = input_storage_[index];
+  const std::size_t bytes = input.slot.nbytes();
+  if (!storage) storage = allocate_buffer(bytes);
+  if (bytes > 0) std::memcpy(storage.get(), value.host_data(), bytes);
+  bound = storage;
+}
+
+void CompiledGraph::check_params_set() const {
+  for (const auto& [name, declared] : params_) {
+    if (!buffer_of(declared->slot)) {
+      throw Error("run: parameter '" + name + "' is not set (set_param)");
+    }
+  }
+}
+
+void CompiledGraph::carry_outputs() {
+  for (const Carry& carry : carries_) {
+    const Array& from = plan_->roots()[carry.output];
+    void* to = buffer_of(carry.param->slot).get();
+    if (from.nbytes() > 0 && from.raw_data() != to)
+      std::memmove(to, from.raw_data(), from.nbytes());
+  }
+}
+
+std::span<const Array> CompiledGraph::run_slots(std::span<const Value> inputs) {
+  if (inputs.size() != inputs_.size()) {
+    throw Error("run_slots: got " + std::to_string(inputs.size()) +
+                " inputs where the graph takes " + std::to_string(inputs_.size()) +
+                " (input_names())");
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) bind_input(i, inputs[i]);
+  check_params_set();
+  if (!checked_) {
+    PlanCheck check;
+    {
+      std::lock_guard lock(plan_check().mutex);
+      check = plan_check().check;
+    }
+    if (check) {
+      // Where each array is computed: step, then place in a fused call.
+      std::unordered_map<const ArrayNode*, std::pair<std::size_t, std::size_t>> place_of;
+      const auto steps = plan_->steps();
+      for (std::size_t s = 0; s < steps.size(); ++s) {
+        for (std::size_t k = 0; k < steps[s].outputs.size(); ++k) {
+          place_of[NodeAccess::node(steps[s].outputs[k]).get()] = {s, k};
+        }
+      }
+      std::vector<std::pair<std::pair<std::size_t, std::size_t>, PlannedOp>> placed;
+      for (std::size_t i = 0; i < nodes_.size(); ++i) {
+        auto it = place_of.find(NodeAccess::node(lowered_[i]).get());
+        const auto place = it == place_of.end() ? std::pair{SIZE_MAX, SIZE_MAX} : it->second;
+        placed.push_back({place, PlannedOp{&nodes_[i], place.first}});
+      }
+      std::stable_sort(placed.begin(), placed.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      std::vector<PlannedOp> ops;
+      for (const auto& entry : placed) ops.push_back(entry.second);
+      check(ops);
+    }
+    checked_ = true;
+  }
+  plan_->run();
+  carry_outputs();
+  return plan_->roots();
+}
+
+std::vector<Array> CompiledGraph::run(const std::vector<Feed>& feeds) {
   std::map<std::string_view, const Value*> by_name;
   for (const Feed& feed : feeds) {
     declared(feed.name, Graph::Kind::input);  // rejects unknown names
@@ -106,52 +285,24 @@ std::vector<Array> CompiledGraph::feed_arrays(const std::vector<Feed>& feeds) co
       throw Error("run: input '" + feed.name + "' is fed twice");
     }
   }
-  std::vector<Array> values(nodes_.size());
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const Graph::NodeInfo& node = nodes_[i];
-    if (node.kind != Graph::Kind::input) continue;
-    auto it = by_name.find(node.name);
+  std::vector<Value> values;
+  values.reserve(inputs_.size());
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    auto it = by_name.find(input_names_[i]);
     if (it == by_name.end()) {
-      throw Error("run: missing input '" + node.name + "' of " + describe(node.shape, node.dtype));
+      throw Error("run: missing input '" + input_names_[i] + "' of " +
+                  describe(inputs_[i]->shape, inputs_[i]->dtype));
     }
-    values[i] = it->second->to_array("run: input '" + node.name + "'", node.shape, node.dtype);
-  }
-  return values;
-}
-
-std::vector<Array> CompiledGraph::run(const std::vector<Feed>& feeds) const {
-  std::vector<Array> values = feed_arrays(feeds);
-  std::vector<Array> inputs;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    const Graph::NodeInfo& node = nodes_[i];
-    inputs.clear();
-    for (std::uint32_t input : node.inputs) inputs.push_back(values[input]);
-    switch (node.kind) {
-      case Graph::Kind::input:
-        break;
-      case Graph::Kind::param: {
-        auto it = params_.find(node.name);
-        if (it == params_.end()) {
-          throw Error("run: parameter '" + node.name + "' is not set (set_param)");
-        }
-        values[i] = it->second;
-        break;
-      }
-      case Graph::Kind::constant:
-      case Graph::Kind::op:
-        values[i] = node.lower(inputs);
-        break;
-      case Graph::Kind::custom:
-        values[i] = lower_custom(node, inputs);
-        break;
-    }
+    values.push_back(*it->second);
   }
   std::vector<Array> outputs;
-  for (std::size_t position : outputs_) outputs.push_back(values[position]);
-  values.clear();  // intermediates stay alive only as long as eval needs them
-  inputs.clear();
-  eval(outputs);
+  for (const Array& view : run_slots(values)) {
+    outputs.push_back(Array::from_bytes(view.raw_data(), view.shape(), view.dtype()));
+  }
   return outputs;
 }
+
+std::size_t CompiledGraph::steps() const { return plan_->steps().size(); }
+std::size_t CompiledGraph::arena_bytes() const { return plan_->arena_bytes(); }
 
 }  // namespace rlx

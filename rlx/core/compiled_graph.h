@@ -1,14 +1,19 @@
-// Running a Graph: compile() once, set the parameters, then run() with the
-// inputs as often as needed.
+// Running a Graph: compile() once, set the parameters, then run it as often
+// as needed.
 //
-// Each run lowers the graph onto lazy arrays (built-in ops through the array
-// ops, custom ops through their ArrayKernel) and evaluates all outputs
-// together, so shared work is done once.
+// compile() lowers the graph once onto arrays of its own, fixes the order of
+// its kernels (as eval() would run them, fused all-reduces included), and
+// the first run lays out one arena for every intermediate by the buffers'
+// lifetimes. Every later run computes into that arena: run_slots() allocates
+// nothing, and run() only the copies of the outputs it returns.
+// docs/COMPILED_GRAPHS.md says how to use it.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,10 +24,16 @@
 
 namespace rlx {
 
+namespace detail {
+class ExecutionPlan;
+}
+
 // Data for a graph input or parameter: an Array (its shape and dtype must be
 // the declared ones), or a flat row-major host buffer of the declared dtype
-// whose shape is the declared one. Host buffers are copied; they need only
-// live until run() or set_param() returns. Implicit, so {{"x", values}} reads well.
+// whose shape is the declared one. Host buffers are copied (once, into the
+// graph's own storage); arrays are used where they are. Either need only
+// live until the call returns, but an array's data must not change while a
+// run reads it. Implicit, so {{"x", values}} reads well.
 class Value {
  public:
   Value(Array array) : array_(std::move(array)) {}
@@ -37,6 +48,11 @@ class Value {
   // The value as an array for the node `what` (e.g. "input 'x'") of `shape`
   // and `dtype`; throws rlx::Error naming it when it does not fit.
   Array to_array(const std::string& what, const Shape& shape, Dtype dtype) const;
+  // Why the value does not fit `shape` and `dtype`; empty when it does.
+  std::string misfit(const Shape& shape, Dtype dtype) const;
+
+  const Array* array() const { return array_.valid() ? &array_ : nullptr; }
+  const void* host_data() const { return data_; }
 
  private:
   Array array_;
@@ -53,37 +69,97 @@ struct Feed {
 
 class CompiledGraph {
  public:
-  // Sets (or replaces) a parameter declared with Graph::param().
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+  ~CompiledGraph();
+
+  // Sets (or replaces) a parameter declared with Graph::param(). An array is
+  // used where it is (its data must not change while runs read it); host
+  // values are copied.
   void set_param(std::string_view name, const Value& value);
 
-  // Evaluates the outputs for these inputs; returns them in set_outputs()
-  // order, evaluated (read them with data<T>() or to_vector<T>()). Every input
-  // the outputs depend on must be fed and every parameter they use set; a
-  // missing, unknown or mis-sized input is an rlx::Error naming it. An
-  // exception thrown by a primitive propagates as it is.
-  std::vector<Array> run(const std::vector<Feed>& feeds) const;
+  // A parameter's current value: what set_param() gave, or what carry() put
+  // there after the last run (then a view of the graph's copy, valid until
+  // the next run). Throws rlx::Error when it is not set.
+  Array param(std::string_view name) const;
+
+  // After every run, parameter `param` takes the value of output `output`
+  // (an index into set_outputs()): new weights for the next step, a KV
+  // cache. Shapes and dtypes must match. The parameter becomes the graph's
+  // own copy.
+  void carry(std::size_t output, std::string_view param);
+
+  // Evaluates the outputs for these inputs and returns copies of them in
+  // set_outputs() order, evaluated (read them with data<T>() or
+  // to_vector<T>()). Every input the outputs depend on must be fed and every
+  // parameter they use set; a missing, unknown or mis-sized input is an
+  // rlx::Error naming it. An exception thrown by a primitive propagates as it
+  // is. One run at a time per CompiledGraph.
+  std::vector<Array> run(const std::vector<Feed>& feeds);
+
+  // The fast path: `inputs` in input_names() order. Returns the outputs as
+  // views of the graph's arena, valid until the next run (copy what you
+  // keep); after the first run it allocates nothing. Errors as run().
+  std::span<const Array> run_slots(std::span<const Value> inputs);
+
+  // The inputs the outputs need, in the order Graph::input() declared them.
+  const std::vector<std::string>& input_names() const { return input_names_; }
+
+  // The kernels (fused calls count once) one run executes.
+  std::size_t steps() const;
+  // The arena's size after the first run (0 before).
+  std::size_t arena_bytes() const;
 
  private:
   friend CompiledGraph compile(const Graph& graph);
+  CompiledGraph();
 
   // What a name given to run() or set_param() refers to.
   struct Declared {
     Graph::Kind kind;
     Shape shape;
     Dtype dtype;
+    Array slot;  // where runs find its data (needed inputs and params only)
+  };
+  struct Carry {
+    std::size_t output;
+    const Declared* param;
   };
 
   const Declared& declared(std::string_view name, Graph::Kind kind) const;
-  std::vector<Array> feed_arrays(const std::vector<Feed>& feeds) const;
+  void bind_input(std::size_t index, const Value& value);
+  void check_params_set() const;
+  void carry_outputs();
 
-  std::vector<Graph::NodeInfo> nodes_;  // those the outputs need, inputs index into it
-  std::vector<std::size_t> outputs_;    // positions in nodes_
   std::map<std::string, Declared, std::less<>> declared_;
-  std::map<std::string, Array, std::less<>> params_;
+  std::vector<std::string> input_names_;
+  std::vector<const Declared*> inputs_;                          // input_names() order
+  std::vector<Buffer> input_storage_;                            // host values are copied here
+  std::vector<std::pair<std::string, const Declared*>> params_;  // needed, in declaration order
+  std::vector<Graph::NodeInfo> nodes_;                           // those the outputs need
+  std::vector<Array> lowered_;  // nodes_' arrays, for the plan check
+  std::vector<Carry> carries_;
+  std::unique_ptr<detail::ExecutionPlan> plan_;
+  bool checked_ = false;
 };
 
-// Checks the graph (outputs set, custom ops' array kernels registered) and
-// keeps the part of it the outputs need.
+// Checks the graph (outputs set, custom ops' array kernels registered),
+// keeps the part of it the outputs need and plans its run.
 CompiledGraph compile(const Graph& graph);
+
+// A custom op of a compiled graph as its plan runs it: `step` is the index
+// of the kernel call that computes it (ops fused into one call share it;
+// SIZE_MAX when lowering left nothing to compute, e.g. a group of one).
+struct PlannedOp {
+  const Graph::NodeInfo* node;
+  std::size_t step;
+};
+
+// Runs once before each compiled graph's first run, with its custom ops in
+// the order the plan computes them (by step, then by place in a fused call). The collectives
+// install one that checks that every rank of a group planned the same collective calls
+// (rlx/collectives/array_collectives.h).
+using PlanCheck = std::function<void(std::span<const PlannedOp> ops)>;
+void set_plan_check(PlanCheck check);
 
 }  // namespace rlx

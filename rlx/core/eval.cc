@@ -154,32 +154,13 @@ class Bucket {
   }
   std::size_t bytes() const { return bytes_; }
 
-  void flush() {
-    if (nodes_.empty()) return;
+  // Hands the arrays over to be computed together; the bucket is empty after.
+  std::vector<NodePtr> take() {
     std::vector<NodePtr> nodes = std::move(nodes_);
     nodes_.clear();
     members_.clear();
     bytes_ = 0;
-    std::vector<Array> outputs;
-    std::vector<Primitive::BatchItem> items;
-    outputs.reserve(nodes.size());
-    for (const NodePtr& node : nodes) {
-      outputs.push_back(NodeAccess::wrap(node));
-      items.push_back({node->inputs, &outputs.back()});
-    }
-    try {
-      nodes.front()->primitive->eval_batch(items);
-      for (const NodePtr& node : nodes) {
-        if (!node->buffer) {
-          throw Error(std::string(node->primitive->name()) +
-                      ": the batched primitive gave an output no data");
-        }
-      }
-    } catch (...) {
-      for (const NodePtr& node : nodes) finish(*node, std::current_exception());
-      throw;
-    }
-    for (const NodePtr& node : nodes) finish(*node, nullptr);
+    return nodes;
   }
 
  private:
@@ -187,6 +168,31 @@ class Bucket {
   std::unordered_set<const ArrayNode*> members_;
   std::size_t bytes_ = 0;
 };
+
+// Computes claimed arrays of one batch key with one eval_batch() call.
+void compute_batch(std::vector<NodePtr> nodes) {
+  if (nodes.empty()) return;
+  std::vector<Array> outputs;
+  std::vector<Primitive::BatchItem> items;
+  outputs.reserve(nodes.size());
+  for (const NodePtr& node : nodes) {
+    outputs.push_back(NodeAccess::wrap(node));
+    items.push_back({node->inputs, &outputs.back()});
+  }
+  try {
+    nodes.front()->primitive->eval_batch(items);
+    for (const NodePtr& node : nodes) {
+      if (!node->buffer) {
+        throw Error(std::string(node->primitive->name()) +
+                    ": the batched primitive gave an output no data");
+      }
+    }
+  } catch (...) {
+    for (const NodePtr& node : nodes) finish(*node, std::current_exception());
+    throw;
+  }
+  for (const NodePtr& node : nodes) finish(*node, nullptr);
+}
 
 // One open Bucket per key, in the order their first arrays came. A bucket is
 // flushed before a node that reads one of its arrays and at the byte cap;
@@ -196,6 +202,9 @@ class Bucket {
 // on its ranks whatever other groups' ops each rank interleaves with them.
 class Buckets {
  public:
+  using Flush = std::function<void(std::vector<NodePtr>)>;
+  explicit Buckets(Flush flush) : flush_(std::move(flush)) {}
+
   void add(const NodePtr& node, std::string_view key, std::size_t cap) {
     auto it = std::find_if(open_.begin(), open_.end(), [&](const auto& b) { return b.key == key; });
     if (it == open_.end()) {
@@ -222,9 +231,10 @@ class Buckets {
   std::list<Open>::iterator flush(std::list<Open>::iterator it) {
     std::unique_ptr<Bucket> bucket = std::move(it->bucket);
     it = open_.erase(it);
-    bucket->flush();
+    flush_(bucket->take());
     return it;
   }
+  Flush flush_;
   std::list<Open> open_;
 };
 
@@ -287,7 +297,7 @@ void eval(std::span<const Array> arrays) {
     order = schedule(arrays);
   }
   const std::size_t cap = batch_bytes_cap();
-  Buckets buckets;
+  Buckets buckets(compute_batch);
   for (NodePtr& node : order) {
     if (claim(*node, [&buckets] { buckets.flush_all(); })) {
       buckets.flush_holders_of(node->inputs);
@@ -302,6 +312,33 @@ void eval(std::span<const Array> arrays) {
   }
   buckets.flush_all();
 }
+
+namespace detail {
+
+std::vector<std::vector<NodePtr>> plan_steps(std::span<const Array> roots, std::size_t batch_cap) {
+  std::vector<NodePtr> order;
+  {
+    std::lock_guard lock(g_mutex);
+    order = schedule(roots);
+  }
+  std::vector<std::vector<NodePtr>> steps;
+  Buckets buckets([&steps](std::vector<NodePtr> nodes) {
+    if (!nodes.empty()) steps.push_back(std::move(nodes));
+  });
+  for (const NodePtr& node : order) {
+    buckets.flush_holders_of(node->inputs);
+    const std::string_view key = batch_cap > 0 ? node->primitive->batch_key() : std::string_view{};
+    if (key.empty()) {
+      steps.push_back({node});
+    } else {
+      buckets.add(node, key, batch_cap);
+    }
+  }
+  buckets.flush_all();
+  return steps;
+}
+
+}  // namespace detail
 
 AsyncEval async_eval(std::span<const Array> arrays) {
   std::vector<Array> targets(arrays.begin(), arrays.end());
