@@ -1,11 +1,13 @@
 #include "rlx/collectives/array_collectives.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <sstream>
 #include <vector>
 
 #include "rlx/collectives/array_groups.h"
+#include "rlx/core/compiled_graph.h"
 #include "rlx/core/custom.h"
 #include "rlx/core/registry.h"
 #include "rlx/core/shape.h"
@@ -112,7 +114,22 @@ void all_reduce_items(Transport& group, ReduceOp op, Dtype dtype,
     return;
   }
   std::size_t total = 0;
-  for (const auto& item : items) total += item.output->nbytes();
+  bool back_to_back = true;  // as a compiled graph lays a fused call's outputs out
+  auto* const first = static_cast<std::byte*>(items[0].output->raw_mutable_data());
+  for (const auto& item : items) {
+    back_to_back = back_to_back && item.output->raw_mutable_data() == first + total;
+    total += item.output->nbytes();
+  }
+  if (back_to_back) {  // in place: one copy of each input, none out
+    for (const auto& item : items) {
+      if (item.output->nbytes() > 0) {
+        std::memcpy(item.output->raw_mutable_data(), item.inputs[0].raw_data(),
+                    item.output->nbytes());
+      }
+    }
+    group.all_reduce(ElementSpan{first, total / size_of(dtype), dtype}, op);
+    return;
+  }
   thread_local std::vector<std::byte> flat;
   if (flat.size() < total) flat.resize(total);
   std::size_t offset = 0;
@@ -236,6 +253,74 @@ Shape all_gather_shape(std::span<const Shape> inputs, std::string_view text) {
   return gathered_shape(inputs[0], group_at(attrs.group, kAllGather)->world_size(), kAllGather);
 }
 
+// A group's collective calls as one compiled graph plans them.
+struct GroupPlan {
+  int group = 0;
+  std::uint64_t fingerprint = 14695981039346656037ull;  // FNV-1a
+  std::uint64_t calls = 0;
+  std::size_t last_step = SIZE_MAX;
+
+  void mix(std::string_view bytes) {
+    for (char c : bytes)
+      fingerprint = (fingerprint ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    fingerprint = (fingerprint ^ 0xff) * 1099511628211ull;
+  }
+};
+
+// Every rank of a group must plan the same collective calls on it, in the
+// same order and fused alike; otherwise one rank's fused all-reduce could
+// add its gradients to another's different ones. Before a compiled graph's
+// first run, the members of each group it uses gather a fingerprint of
+// their calls on it, and all of them fail alike when one differs.
+void check_collective_plan(std::span<const PlannedOp> ops) {
+  std::vector<GroupPlan> groups;  // in the order the plan first calls them
+  for (const PlannedOp& op : ops) {
+    const std::string_view name = op.node->op;
+    if (op.step == SIZE_MAX || !name.starts_with("collective.") || name == "collective.send" ||
+        name == "collective.recv_like") {
+      continue;
+    }
+    const std::string_view attrs = op.node->attrs;
+    const std::size_t cut = attrs.find_last_of(' ');
+    const int group = std::stoi(std::string(attrs.substr(cut == std::string_view::npos ? 0 : cut)));
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const GroupPlan& g) { return g.group == group; });
+    if (it == groups.end()) it = groups.insert(groups.end(), GroupPlan{.group = group});
+    it->mix(name);
+    it->mix(cut == std::string_view::npos ? std::string_view{}
+                                          : attrs.substr(0, cut));  // ids are local
+    it->mix(to_string(op.node->shape));
+    it->mix(name_of(op.node->dtype));
+    it->mix(op.step == it->last_step ? "fused" : "alone");
+    it->last_step = op.step;
+    ++it->calls;
+  }
+  for (const GroupPlan& plan : groups) {
+    const auto group = group_at(plan.group, "compile");
+    const auto size = static_cast<std::size_t>(group->world_size());
+    if (size == 1) continue;
+    const std::int64_t mine[] = {static_cast<std::int64_t>(plan.fingerprint),
+                                 static_cast<std::int64_t>(plan.calls)};
+    std::vector<std::int64_t> all(2 * size);
+    group->all_gather(ConstElementSpan{mine, 2, Dtype::i64},
+                      ElementSpan{all.data(), all.size(), Dtype::i64});
+    std::string differ;
+    for (std::size_t r = 1; r < size; ++r) {
+      if (all[2 * r] == all[0] && all[2 * r + 1] == all[1]) continue;
+      differ += (differ.empty() ? "" : ", ") + std::to_string(r) + " (" +
+                std::to_string(all[2 * r + 1]) + " calls)";
+    }
+    if (differ.empty()) continue;
+    throw CollectiveError(
+        ErrorKind::mismatch, group->site("compiled graph's first run"),
+        "the compiled graphs plan different collectives on this group: rank 0 plans " +
+            std::to_string(all[1]) + " calls, and ranks " + differ +
+            " plan other calls, or the same in another order or fused otherwise",
+        "build the same graph on every rank of the group: the same collective ops, in the "
+        "same order, on arrays of the same shapes and dtypes");
+  }
+}
+
 }  // namespace
 
 void register_collective_ops() {
@@ -252,6 +337,7 @@ void register_collective_ops() {
     register_op_extension({.name = kAllToAll, .num_inputs = 1, .infer_shape = all_to_all_shape});
     register_array_kernel(kBroadcast, broadcast_kernel);
     register_array_kernel(kAllToAll, all_to_all_kernel);
+    set_plan_check(check_collective_plan);
   });
 }
 

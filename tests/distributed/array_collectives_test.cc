@@ -174,6 +174,66 @@ TEST(ArrayCollectives, InsideACompiledGraph) {
   }
 }
 
+// Three gradients of different shapes: one fused all-reduce, in place in the
+// plan's arena, run after run.
+TEST(ArrayCollectives, ACompiledGraphFusesItsAllReducesIntoOneStep) {
+  const int n = group()->world_size(), me = group()->rank();
+  const std::string sum = distributed::collective_attrs(ReduceOp::sum, 0);
+  Graph graph;
+  const Shape shapes[] = {{3}, {2, 5}, {7}};
+  std::vector<Node> reduced;
+  for (int i = 0; i < 3; ++i) {
+    const Node g = graph.input("g" + std::to_string(i), shapes[i]);
+    reduced.push_back(graph.custom_op("collective.all_reduce", sum, {graph.mul(g, g)}));
+  }
+  graph.set_outputs(reduced);
+  CompiledGraph compiled = compile(graph);
+  EXPECT_EQ(compiled.steps(), n == 1 ? 3u : 4u);  // three squares, one fused call
+  for (int run = 1; run <= 3; ++run) {
+    std::vector<std::vector<float>> values;
+    for (const Shape& shape : shapes) {
+      values.emplace_back(static_cast<std::size_t>(numel(shape)), static_cast<float>(me + run));
+    }
+    const Value inputs[] = {values[0], values[1], values[2]};
+    const std::span<const Array> out = compiled.run_slots(inputs);
+    float expected = 0;
+    for (int r = 0; r < n; ++r) expected += static_cast<float>((r + run) * (r + run));
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (float v : out[i].to_vector<float>()) EXPECT_EQ(v, expected) << "output " << i;
+    }
+  }
+}
+
+// The last rank plans the same all-reduces in the other order: the fused
+// call has the same size, so only the plan check can tell. Every rank fails
+// alike, and the group goes on.
+TEST(ArrayCollectives, RanksWhoseCompiledGraphsDifferFailAlikeBeforeTheFirstRun) {
+  const int n = group()->world_size(), me = group()->rank();
+  if (n == 1) GTEST_SKIP() << "one rank plans alone";
+  const std::string sum = distributed::collective_attrs(ReduceOp::sum, 0);
+  Graph graph;
+  const Node a = graph.input("a", {4});
+  const Node b = graph.input("b", {2, 2});
+  const Node ra = graph.custom_op("collective.all_reduce", sum, {graph.exp(a)});
+  const Node rb = graph.custom_op("collective.all_reduce", sum, {graph.exp(b)});
+  if (me == n - 1) {
+    graph.set_outputs({rb, ra});
+  } else {
+    graph.set_outputs({ra, rb});
+  }
+  CompiledGraph compiled = compile(graph);
+  try {
+    compiled.run({{"a", std::vector<float>(4)}, {"b", std::vector<float>(4)}});
+    ADD_FAILURE() << "a rank ran a graph that differs from the others'";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::mismatch);
+    const std::string what = error.what();
+    EXPECT_NE(what.find("plan different collectives"), std::string::npos) << what;
+    EXPECT_NE(what.find("ranks " + std::to_string(n - 1)), std::string::npos) << what;
+  }
+  EXPECT_EQ(distributed::all_sum(full({1}, 1.0)).to_vector<float>()[0], float(n));
+}
+
 TEST(ArrayCollectives, AsyncEvalOverlapsTheCollectiveWithLocalWork) {
   const auto [begin, end] = my_inner();
   const Array y = distributed::all_sum(
