@@ -1,5 +1,7 @@
 #include "rlx/init.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 
@@ -10,6 +12,7 @@
 #include "rlx/backends/tcp/tcp.h"
 #include "rlx/backends/verbs/verbs.h"
 #include "rlx/collectives/array_collectives.h"
+#include "rlx/core/blas_threads.h"
 #include "rlx/transport/auth.h"
 #include "rlx/transport/endpoint.h"
 #include "rlx/transport/launch_env.h"
@@ -164,6 +167,12 @@ Group init(std::string_view backend, bool strict) {
            std::to_string(w.group->world_size()) + " on the " + std::string(w.group->backend()) +
            " backend";
   });
+  const char* mpi_local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int ranks_here = env.local_size   ? *env.local_size
+                         : mpi_local_size ? std::max(1, std::atoi(mpi_local_size))
+                                          : env.ranks_here();
+  const std::string blas_threads = fit_blas_threads(ranks_here);
+  log_lazily(LogLevel::debug, [&] { return blas_threads; });
   w.requested = std::string(backend);
   distributed::register_collective_ops();
   distributed::set_default_group(w.group);
