@@ -52,6 +52,12 @@ class Primitive {
     Array* output;
   };
   virtual void eval_batch(std::span<const BatchItem> items) const;
+
+  // True when computing touches nothing but the inputs and the output: no
+  // communication, no state shared with other computations. A compiled
+  // graph runs such steps while an earlier step's collective is in flight;
+  // any other step waits for it first. The built-in ops are local.
+  virtual bool local() const { return false; }
 };
 
 namespace detail {

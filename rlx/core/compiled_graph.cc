@@ -123,7 +123,10 @@ CompiledGraph compile(const Graph& graph) {
       case Graph::Kind::param:
         values[i] = compiled.declared_.find(node.name)->second.slot;
         break;
-      case Graph::Kind::constant:
+      case Graph::Kind::constant:  // evaluated now: the plan computes only its own arrays
+        values[i] = node.lower(inputs);
+        eval(values[i]);
+        break;
       case Graph::Kind::op:
         values[i] = node.lower(inputs);
         break;
@@ -138,6 +141,8 @@ CompiledGraph compile(const Graph& graph) {
   for (Node output : graph.outputs()) roots.push_back(values[output.index()]);
   compiled.input_storage_.resize(compiled.inputs_.size());
   compiled.plan_ = std::make_unique<detail::ExecutionPlan>(roots, batch_bytes_cap());
+  for (const Array& root : roots)
+    compiled.outputs_.push_back(make_slot(root.shape(), root.dtype()));
   return compiled;
 }
 
@@ -161,16 +166,22 @@ void CompiledGraph::set_param(std::string_view name, const Value& value) {
   const std::string what = "set_param: parameter '" + std::string(name) + "'";
   Array array = value.to_array(what, param.shape, param.dtype);
   if (!param.slot.valid()) return;  // the outputs do not use it
-  const bool carried = std::any_of(carries_.begin(), carries_.end(),
-                                   [&](const Carry& c) { return c.param == &param; });
-  if (carried) {  // runs write it: the graph's own copy
-    Buffer copy = allocate_buffer(array.nbytes());
-    if (array.nbytes() > 0) std::memcpy(copy.get(), array.raw_data(), array.nbytes());
+  array.raw_data();                 // evaluated, so a run only binds its buffer
+  const Carry* carried = carry_into(param);
+  if (carried || plan_->in_arena(buffer_of(array))) {  // runs write it, or would overwrite it
+    Buffer copy = carried ? carried->buffers[0] : allocate_buffer(array.nbytes());
+    if (array.nbytes() > 0) std::memmove(copy.get(), array.raw_data(), array.nbytes());
     buffer_of(param.slot) = std::move(copy);
   } else {
-    array.raw_data();  // evaluated, so a run only binds its buffer
     buffer_of(param.slot) = buffer_of(array);
   }
+}
+
+CompiledGraph::Carry* CompiledGraph::carry_into(const Declared& param) {
+  for (Carry& carry : carries_) {
+    if (carry.param == &param) return &carry;
+  }
+  return nullptr;
 }
 
 Array CompiledGraph::param(std::string_view name) const {
@@ -179,7 +190,11 @@ Array CompiledGraph::param(std::string_view name) const {
     throw Error("param: parameter '" + std::string(name) + "' is not set" +
                 (param.slot.valid() ? " (set_param)" : " (the outputs do not use it)"));
   }
-  return param.slot;
+  // A handle of its own: a later set_param or carry rebinds the slot, not it.
+  auto node = std::make_shared<ArrayNode>(param.shape, param.dtype);
+  node->buffer = buffer_of(param.slot);
+  node->state.store(detail::NodeState::done, std::memory_order_release);
+  return NodeAccess::wrap(std::move(node));
 }
 
 void CompiledGraph::carry(std::size_t output, std::string_view name) {
@@ -196,8 +211,21 @@ void CompiledGraph::carry(std::size_t output, std::string_view name) {
   if (!param.slot.valid()) {
     throw Error("carry: parameter '" + std::string(name) + "' is not used by the outputs");
   }
-  carries_.push_back({output, &param});
-  if (buffer_of(param.slot)) set_param(name, Array(param.slot));  // take a copy now
+  if (carry_into(param)) {
+    throw Error("carry: parameter '" + std::string(name) + "' is carried already");
+  }
+  // Two buffers: a run reads one while the outputs are copied into the
+  // other, so outputs that are (views of) parameters keep this run's values
+  // and parameters may trade values.
+  const std::size_t bytes = std::max<std::size_t>(param.slot.nbytes(), 1);
+  const Buffer current = buffer_of(param.slot);
+  carries_.push_back({output, &param, {allocate_buffer(bytes), allocate_buffer(bytes)}});
+  if (current) {
+    if (param.slot.nbytes() > 0) {
+      std::memcpy(carries_.back().buffers[0].get(), current.get(), param.slot.nbytes());
+    }
+    buffer_of(param.slot) = carries_.back().buffers[0];
+  }
 }
 
 void CompiledGraph::bind_input(std::size_t index, const Value& value) {
@@ -206,15 +234,20 @@ void CompiledGraph::bind_input(std::size_t index, const Value& value) {
     throw Error("run: input '" + input_names_[index] + "': " + why);
   }
   Buffer& bound = buffer_of(input.slot);
-  if (const Array* array = value.array()) {
+  const Array* array = value.array();
+  if (array) {
     array->raw_data();  // evaluated
-    bound = buffer_of(*array);
-    return;
+    if (!plan_->in_arena(buffer_of(*array))) {
+      bound = buffer_of(*array);
+      return;
+    }
   }
+  // Host data, or an output of this graph that the run would overwrite.
   Buffer& storage = input_storage_[index];
   const std::size_t bytes = input.slot.nbytes();
-  if (!storage) storage = allocate_buffer(bytes);
-  if (bytes > 0) std::memcpy(storage.get(), value.host_data(), bytes);
+  if (!storage) storage = allocate_buffer(std::max<std::size_t>(bytes, 1));
+  const void* from = array ? array->raw_data() : value.host_data();
+  if (bytes > 0) std::memcpy(storage.get(), from, bytes);
   bound = storage;
 }
 
@@ -227,15 +260,25 @@ void CompiledGraph::check_params_set() const {
 }
 
 void CompiledGraph::carry_outputs() {
-  for (const Carry& carry : carries_) {
+  for (Carry& carry : carries_) {
     const Array& from = plan_->roots()[carry.output];
-    void* to = buffer_of(carry.param->slot).get();
-    if (from.nbytes() > 0 && from.raw_data() != to)
-      std::memmove(to, from.raw_data(), from.nbytes());
+    Buffer& slot = buffer_of(carry.param->slot);
+    Buffer& spare = slot == carry.buffers[0] ? carry.buffers[1] : carry.buffers[0];
+    if (from.nbytes() > 0) std::memcpy(spare.get(), from.raw_data(), from.nbytes());
+  }
+  for (Carry& carry : carries_) {  // after every copy: a parameter may feed another
+    Buffer& slot = buffer_of(carry.param->slot);
+    slot = slot == carry.buffers[0] ? carry.buffers[1] : carry.buffers[0];
   }
 }
 
 std::span<const Array> CompiledGraph::run_slots(std::span<const Value> inputs) {
+  run_bound(inputs);
+  carry_outputs();
+  return outputs_;
+}
+
+void CompiledGraph::run_bound(std::span<const Value> inputs) {
   if (inputs.size() != inputs_.size()) {
     throw Error("run_slots: got " + std::to_string(inputs.size()) +
                 " inputs where the graph takes " + std::to_string(inputs_.size()) +
@@ -273,8 +316,11 @@ std::span<const Array> CompiledGraph::run_slots(std::span<const Value> inputs) {
     checked_ = true;
   }
   plan_->run();
-  carry_outputs();
-  return plan_->roots();
+  // Handles of their own: an output that is a parameter keeps the data this
+  // run read when a carry rebinds the parameter.
+  for (std::size_t i = 0; i < outputs_.size(); ++i) {
+    buffer_of(outputs_[i]) = buffer_of(plan_->roots()[i]);
+  }
 }
 
 std::vector<Array> CompiledGraph::run(const std::vector<Feed>& feeds) {
@@ -295,10 +341,12 @@ std::vector<Array> CompiledGraph::run(const std::vector<Feed>& feeds) {
     }
     values.push_back(*it->second);
   }
+  run_bound(values);
   std::vector<Array> outputs;
-  for (const Array& view : run_slots(values)) {
+  for (const Array& view : outputs_) {
     outputs.push_back(Array::from_bytes(view.raw_data(), view.shape(), view.dtype()));
   }
+  carry_outputs();  // after the copies: an output may be a carried parameter
   return outputs;
 }
 

@@ -86,7 +86,9 @@ class CompiledGraph {
   // After every run, parameter `param` takes the value of output `output`
   // (an index into set_outputs()): new weights for the next step, a KV
   // cache. Shapes and dtypes must match. The parameter becomes the graph's
-  // own copy.
+  // own, in two buffers (a run reads one while the output is copied into
+  // the other), so an output that is the parameter itself shows the value
+  // the run used, and parameters can trade values.
   void carry(std::size_t output, std::string_view param);
 
   // Evaluates the outputs for these inputs and returns copies of them in
@@ -124,12 +126,15 @@ class CompiledGraph {
   struct Carry {
     std::size_t output;
     const Declared* param;
+    Buffer buffers[2];  // the slot binds one; the next values go to the other
   };
 
   const Declared& declared(std::string_view name, Graph::Kind kind) const;
   void bind_input(std::size_t index, const Value& value);
   void check_params_set() const;
+  void run_bound(std::span<const Value> inputs);
   void carry_outputs();
+  Carry* carry_into(const Declared& param);
 
   std::map<std::string, Declared, std::less<>> declared_;
   std::vector<std::string> input_names_;
@@ -139,6 +144,7 @@ class CompiledGraph {
   std::vector<Graph::NodeInfo> nodes_;                           // those the outputs need
   std::vector<Array> lowered_;  // nodes_' arrays, for the plan check
   std::vector<Carry> carries_;
+  std::vector<Array> outputs_;  // what runs return: views of the plan's roots
   std::unique_ptr<detail::ExecutionPlan> plan_;
   bool checked_ = false;
 };

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "rlx/core/compiled_function.h"
 #include "rlx/core/compiled_graph.h"
 #include "rlx/core/ops.h"
 
@@ -19,10 +20,12 @@
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<long> g_allocations{0};
-
 }  // namespace
+
+#if RLX_COUNTS_ALLOCATIONS
 // A gdb breakpoint on rlx_note_hit shows who allocated.
 extern "C" __attribute__((noinline)) void rlx_note_hit() { asm volatile(""); }
+
 namespace {
 void note_allocation() {
   if (g_counting.load(std::memory_order_relaxed)) {
@@ -32,12 +35,25 @@ void note_allocation() {
 }
 }  // namespace
 
-#if RLX_COUNTS_ALLOCATIONS
 extern "C" {
 void* __libc_malloc(std::size_t);
 void* __libc_calloc(std::size_t, std::size_t);
 void* __libc_realloc(void*, std::size_t);
 void* __libc_memalign(std::size_t, std::size_t);
+
+int posix_memalign(void** out, std::size_t alignment, std::size_t bytes) {
+  note_allocation();
+  *out = __libc_memalign(alignment, bytes ? bytes : 1);
+  return *out ? 0 : 12;  // ENOMEM
+}
+void* aligned_alloc(std::size_t alignment, std::size_t bytes) {
+  note_allocation();
+  return __libc_memalign(alignment, bytes ? bytes : 1);
+}
+void* memalign(std::size_t alignment, std::size_t bytes) {
+  note_allocation();
+  return __libc_memalign(alignment, bytes ? bytes : 1);
+}
 
 void* malloc(std::size_t bytes) {
   note_allocation();
@@ -125,6 +141,29 @@ TEST(PlannedRunAllocations, RunsAfterTheFirstAllocateNothing) {
   EXPECT_NE(checksum, 0.0f);
   // The hook counts: a named run copies its outputs.
   EXPECT_GT(allocations_during(1, [&] { compiled.run({{"x", xv}}); }), 0);
+}
+
+TEST(PlannedRunAllocations, ACompiledFunctionReplaysASeenShapeWithoutAllocating) {
+  if (!RLX_COUNTS_ALLOCATIONS) GTEST_SKIP() << "sanitizers own the allocator";
+  CompiledFunction function([](std::span<const InputSpec> inputs) {
+    Graph graph;
+    const Node x = graph.input("x", inputs[0].shape);
+    graph.set_outputs({graph.tanh(graph.mul(x, x))});
+    return graph;
+  });
+  const Array small = Array::from(std::vector<float>(6, 0.5f), {2, 3});
+  const Array large = Array::from(std::vector<float>(64, 0.25f), {8, 8});
+  function.run({&small, 1});
+  function.run({&large, 1});
+  function.run({&small, 1});  // each shape's first run lays out its arena
+  function.run({&large, 1});
+  EXPECT_EQ(allocations_during(50,
+                               [&] {
+                                 function.run({&small, 1});
+                                 function.run({&large, 1});
+                               }),
+            0);
+  EXPECT_EQ(function.compiled(), 2u);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include "rlx/core/compiled_graph.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -164,7 +166,9 @@ TEST(PlannedRun, AFailedRunLeavesTheNextOneWhole) {
        .infer_shape = [](std::span<const Shape> in, std::string_view) { return in[0]; }});
   Graph graph;
   Node x = graph.input("x", {2});
-  graph.set_outputs({graph.add(graph.custom_op("compiled_test.maybe_fail", "", {x}), x)});
+  // The failing op comes after a step that wrote the arena.
+  graph.set_outputs(
+      {graph.add(graph.custom_op("compiled_test.maybe_fail", "", {graph.mul(x, x)}), x)});
   CompiledGraph compiled = compile(graph);
   for (bool first_fails : {true, false}) {
     fail = first_fails;
@@ -177,7 +181,7 @@ TEST(PlannedRun, AFailedRunLeavesTheNextOneWhole) {
     }
     fail = false;
     EXPECT_EQ(compiled.run({{"x", std::vector<float>{1, 2}}})[0].to_vector<float>(),
-              (std::vector<float>{2, 4}));
+              (std::vector<float>{2, 6}));
     fail = true;
     expect_error<std::runtime_error>(
         [&] {
@@ -186,7 +190,7 @@ TEST(PlannedRun, AFailedRunLeavesTheNextOneWhole) {
         "asked to fail");
     fail = false;
     EXPECT_EQ(compiled.run({{"x", std::vector<float>{3, 4}}})[0].to_vector<float>(),
-              (std::vector<float>{6, 8}));
+              (std::vector<float>{12, 20}));
   }
 }
 
@@ -235,6 +239,174 @@ TEST(PlannedRun, FusedOutputsAreOneStepLaidOutBackToBack) {
       EXPECT_TRUE(contiguous.load()) << "run " << run;
     }
   }
+}
+
+TEST(PlannedRun, ALazyConstantIsEvaluatedOnceAndLeftAlone) {
+  const Array lazy = Array::from(std::vector<float>{1, 2, 3}, {3}) * 2.0;  // pending
+  Graph graph;
+  Node x = graph.input("x", {3});
+  graph.set_outputs({graph.mul(graph.add(x, graph.constant(lazy)), x)});
+  CompiledGraph compiled = compile(graph);
+  EXPECT_TRUE(lazy.is_evaluated());
+  for (float v : {1.0f, 2.0f, 3.0f}) {
+    const std::vector<float> xv(3, v);
+    EXPECT_EQ(compiled.run({{"x", xv}})[0].to_vector<float>(),
+              (std::vector<float>{(2 + v) * v, (4 + v) * v, (6 + v) * v}));
+  }
+  EXPECT_EQ(lazy.to_vector<float>(), (std::vector<float>{2, 4, 6}));
+}
+
+TEST(PlannedRun, CarriedParametersMayBeOutputsAndTradeValues) {
+  Graph graph;
+  Node a = graph.param("a", {2});
+  Node b = graph.param("b", {2});
+  Node x = graph.input("x", {2});
+  graph.set_outputs({graph.add(b, x), graph.add(a, x), a});
+  CompiledGraph compiled = compile(graph);
+  compiled.set_param("a", std::vector<float>{1, 1});
+  compiled.set_param("b", std::vector<float>{2, 2});
+  compiled.carry(0, "a");  // a <- b + x
+  compiled.carry(1, "b");  // b <- a + x
+  expect_error<Error>([&] { compiled.carry(1, "b"); }, "carry: parameter 'b' is carried already");
+  const std::vector<float> zero(2, 0.0f);
+  for (int run = 0; run < 4; ++run) {
+    const std::vector<Array> out = compiled.run({{"x", zero}});
+    // Output 2 is `a` as this run read it, before the carry.
+    EXPECT_EQ(out[2].to_vector<float>(), std::vector<float>(2, run % 2 == 0 ? 1.0f : 2.0f));
+    EXPECT_EQ(compiled.param("a").to_vector<float>(),
+              std::vector<float>(2, run % 2 == 0 ? 2.0f : 1.0f));
+  }
+  const Value slots[] = {zero};
+  const std::span<const Array> views = compiled.run_slots(slots);
+  EXPECT_EQ(views[2].to_vector<float>(), std::vector<float>(2, 1.0f));  // the value the run used
+}
+
+TEST(PlannedRun, AnOutputFedBackAsTheNextInputIsCopied) {
+  // y lands where a dead intermediate lived; fed back as x, binding it in
+  // place would let the next run overwrite its own input.
+  Graph graph;
+  Node x = graph.input("x", {64});
+  Node a = graph.exp(graph.mul(x, graph.constant(Array::from(std::vector<float>{0.01f}, {1}))));
+  Node b = graph.mul(a, a);
+  graph.set_outputs({graph.add(b, x)});
+  CompiledGraph compiled = compile(graph);
+  std::vector<float> start(64);
+  for (std::size_t i = 0; i < start.size(); ++i) start[i] = 0.01f * static_cast<float>(i);
+  const Value first[] = {start};
+  Array fed = compiled.run_slots(first)[0];
+  Array eager = Array::from(start, {64});
+  eager = exp(eager * 0.01) * exp(eager * 0.01) + eager;
+  for (int run = 0; run < 5; ++run) {
+    const Value inputs[] = {fed};
+    fed = compiled.run_slots(inputs)[0];
+    eager = exp(eager * 0.01) * exp(eager * 0.01) + eager;
+    EXPECT_EQ(fed.to_vector<float>(), eager.to_vector<float>()) << "run " << run;
+  }
+}
+
+TEST(PlannedRun, AMovedGraphRunsAsBefore) {
+  MixedGraph mixed;
+  CompiledGraph first = compile(mixed.graph);
+  first.set_param("w", iota(16 * 12, 0.05f));
+  first.set_param("b", iota(12, 0.1f));
+  const std::vector<float> xv = iota(8 * 16, 0.02f);
+  const std::vector<float> before = first.run({{"x", xv}})[1].to_vector<float>();
+  CompiledGraph moved = std::move(first);
+  EXPECT_EQ(moved.run({{"x", xv}})[1].to_vector<float>(), before);
+  CompiledGraph assigned = compile(Graph(mixed.graph));
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.run({{"x", xv}})[1].to_vector<float>(), before);
+}
+
+// A collective-like batched step runs in the background while later local
+// steps that do not read it run here; a step that is not local waits for
+// it first; an error in the background reaches run().
+struct OverlapOps {
+  static inline std::atomic<bool> local_ran{false};
+  static inline std::atomic<bool> background_done{false};
+  static inline std::atomic<bool> background_saw_local{false};
+  static inline std::atomic<bool> fail{false};
+  static inline std::atomic<bool> expect_overlap{false};
+
+  static void register_ops() {
+    auto same_shape = [](std::span<const Shape> in, std::string_view) { return in[0]; };
+    register_op_extension({.name = "overlap_test.collective", .infer_shape = same_shape});
+    register_op_extension({.name = "overlap_test.local", .infer_shape = same_shape});
+    register_op_extension({.name = "overlap_test.not_local", .infer_shape = same_shape});
+    register_array_kernel(
+        "overlap_test.collective", [](std::span<const Array> in, std::string_view) {
+          return make_batched_custom(
+              "overlap_test.collective", "overlap_test", in[0].shape(), in[0].dtype(), {in[0]},
+              [](std::span<const Primitive::BatchItem> items) {
+                // Waits up to 2 s for the local step after it: it only comes
+                // while this one is in flight if the two overlap.
+                for (int i = 0; expect_overlap.load() && i < 2000 && !local_ran.load(); ++i) {
+                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                }
+                background_saw_local = local_ran.load();
+                for (const auto& item : items) {
+                  std::memcpy(item.output->raw_mutable_data(), item.inputs[0].raw_data(),
+                              item.output->nbytes());
+                }
+                background_done = true;
+                if (fail.load()) throw std::runtime_error("background step failed");
+              });
+        });
+    register_array_kernel("overlap_test.local", [](std::span<const Array> in, std::string_view) {
+      return make_local_custom("overlap_test.local", in[0].shape(), in[0].dtype(), {in[0]},
+                               [](std::span<const Array> inputs, Array& out) {
+                                 local_ran = true;
+                                 std::memcpy(out.raw_mutable_data(), inputs[0].raw_data(),
+                                             out.nbytes());
+                               });
+    });
+    register_array_kernel("overlap_test.not_local", [](std::span<const Array> in,
+                                                       std::string_view) {
+      return make_custom("overlap_test.not_local", in[0].shape(), in[0].dtype(), {in[0]},
+                         [](std::span<const Array> inputs, Array& out) {
+                           if (!background_done.load()) throw std::runtime_error("ran too early");
+                           std::memcpy(out.raw_mutable_data(), inputs[0].raw_data(), out.nbytes());
+                         });
+    });
+  }
+};
+
+TEST(PlannedRun, ACollectiveStepOverlapsTheLocalStepsAfterIt) {
+  OverlapOps::register_ops();
+  Graph graph;
+  const Node a = graph.input("a", {4});
+  const Node b = graph.input("b", {4});
+  const Node reduced = graph.custom_op("overlap_test.collective", "", {graph.exp(a)});
+  const Node local = graph.custom_op("overlap_test.local", "", {graph.exp(b)});
+  const Node waits = graph.custom_op("overlap_test.not_local", "", {local});
+  graph.set_outputs({graph.add(reduced, waits)});
+  set_batch_bytes_cap(8);  // the collective's bucket is full at once: it runs before `local`
+  CompiledGraph compiled = compile(graph);
+  set_batch_bytes_cap(std::size_t{25} << 20);
+  const std::vector<float> zeros(4, 0.0f);
+  for (int run = 0; run < 3; ++run) {
+    OverlapOps::expect_overlap = run > 0;  // the first run computes every step in turn
+    OverlapOps::local_ran = false;
+    OverlapOps::background_done = false;
+    const auto out = compiled.run({{"a", zeros}, {"b", zeros}});
+    EXPECT_EQ(out[0].to_vector<float>(), std::vector<float>(4, 2.0f));
+    if (run > 0) {
+      EXPECT_TRUE(OverlapOps::background_saw_local.load()) << "run " << run;
+    }
+  }
+  OverlapOps::fail = true;
+  OverlapOps::local_ran = false;
+  OverlapOps::background_done = false;
+  expect_error<std::runtime_error>(
+      [&] {
+        compiled.run({{"a", zeros}, {"b", zeros}});
+      },
+      "background step failed");
+  OverlapOps::fail = false;
+  OverlapOps::local_ran = false;
+  OverlapOps::background_done = false;
+  EXPECT_EQ(compiled.run({{"a", zeros}, {"b", zeros}})[0].to_vector<float>(),
+            std::vector<float>(4, 2.0f));
 }
 
 }  // namespace

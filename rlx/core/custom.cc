@@ -11,10 +11,11 @@ namespace {
 
 class CustomPrimitive final : public Primitive {
  public:
-  CustomPrimitive(std::string name, CustomCompute compute)
-      : name_(std::move(name)), compute_(std::move(compute)) {}
+  CustomPrimitive(std::string name, CustomCompute compute, bool is_local)
+      : name_(std::move(name)), compute_(std::move(compute)), local_(is_local) {}
 
   std::string_view name() const override { return name_; }
+  bool local() const override { return local_; }
 
   void eval(std::span<const Array> inputs, Array& output) const override {
     output.allocate();
@@ -24,6 +25,7 @@ class CustomPrimitive final : public Primitive {
  private:
   std::string name_;
   CustomCompute compute_;
+  bool local_;
 };
 
 class BatchedPrimitive final : public Primitive {
@@ -67,7 +69,18 @@ std::size_t batch_bytes_cap() { return g_batch_bytes_cap.load(); }
 
 std::shared_ptr<const Primitive> make_custom_primitive(std::string name, CustomCompute compute) {
   if (!compute) throw Error(name + ": make_custom needs a compute function");
-  return std::make_shared<CustomPrimitive>(std::move(name), std::move(compute));
+  return std::make_shared<CustomPrimitive>(std::move(name), std::move(compute), false);
+}
+
+std::shared_ptr<const Primitive> make_local_primitive(std::string name, CustomCompute compute) {
+  if (!compute) throw Error(name + ": make_custom needs a compute function");
+  return std::make_shared<CustomPrimitive>(std::move(name), std::move(compute), true);
+}
+
+Array make_local_custom(std::string name, Shape shape, Dtype dtype, std::vector<Array> inputs,
+                        CustomCompute compute) {
+  return Array(std::move(shape), dtype, make_local_primitive(std::move(name), std::move(compute)),
+               std::move(inputs));
 }
 
 Array make_custom(std::string name, Shape shape, Dtype dtype, std::vector<Array> inputs,

@@ -28,6 +28,14 @@ Array make_custom(std::string name, Shape shape, Dtype dtype, std::vector<Array>
 // Array(shape, dtype, primitive, inputs)) without allocating one per array.
 std::shared_ptr<const Primitive> make_custom_primitive(std::string name, CustomCompute compute);
 
+// Like make_custom_primitive and make_custom, for a computation that reads
+// only its inputs and writes only its output (Primitive::local): a compiled
+// graph may run it while an earlier collective is in flight. The built-in
+// ops are made this way; a compute function that communicates must not be.
+std::shared_ptr<const Primitive> make_local_primitive(std::string name, CustomCompute compute);
+Array make_local_custom(std::string name, Shape shape, Dtype dtype, std::vector<Array> inputs,
+                        CustomCompute compute);
+
 // Computes several arrays of one kind at once: every output is allocated
 // before the call. A collective fuses many small all-reduces into one this way.
 using BatchCompute = std::function<void(std::span<const Primitive::BatchItem> items)>;

@@ -1,7 +1,11 @@
 #include "rlx/core/execution_plan.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 
 #include "rlx/core/error.h"
@@ -12,7 +16,85 @@ namespace {
 
 ArrayNode& node_of(const Array& array) { return *NodeAccess::node(array); }
 
+bool reads_any_of(const ExecutionPlan::Step& step, const ExecutionPlan::Step& earlier) {
+  for (const Array& output : step.outputs) {
+    for (const Array& input : node_of(output).inputs) {
+      for (const Array& produced : earlier.outputs) {
+        if (input.is(produced)) return true;
+      }
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+// The one thread of the process that runs compiled graphs' background
+// steps, one at a time: a plan hands it a step and later waits for it. A
+// hand-over is a pointer and an index, so a run allocates nothing.
+class BackgroundSteps {
+ public:
+  static BackgroundSteps& instance() {
+    static auto* steps = new BackgroundSteps;  // never destroyed: plans may outlive statics
+    return *steps;
+  }
+
+  void start(ExecutionPlan& plan, std::size_t step) {
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [this] { return plan_ == nullptr; });  // another plan's step
+    plan_ = &plan;
+    step_ = step;
+    done_ = false;
+    error_ = nullptr;
+    changed_.notify_all();
+  }
+
+  // Waits for `plan`'s step, if one is in flight; rethrows what it threw.
+  void finish(ExecutionPlan& plan) {
+    std::exception_ptr error;
+    {
+      std::unique_lock lock(mutex_);
+      if (plan_ != &plan) return;
+      changed_.wait(lock, [this] { return done_; });
+      error = std::move(error_);
+      plan_ = nullptr;
+    }
+    changed_.notify_all();
+    if (error) std::rethrow_exception(error);
+  }
+
+ private:
+  BackgroundSteps() {
+    std::thread([this] { loop(); }).detach();
+  }
+
+  void loop() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      changed_.wait(lock, [this] { return plan_ != nullptr && !done_; });
+      ExecutionPlan* plan = plan_;
+      const std::size_t step = step_;
+      lock.unlock();
+      std::exception_ptr error;
+      try {
+        plan->run_step(step);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      error_ = std::move(error);
+      done_ = true;
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  ExecutionPlan* plan_ = nullptr;  // whose step is in flight or done, not yet collected
+  std::size_t step_ = 0;
+  bool done_ = false;
+  std::exception_ptr error_;
+};
 
 const Primitive& ExecutionPlan::Step::primitive() const {
   return *node_of(outputs.front()).primitive;
@@ -31,11 +113,101 @@ ExecutionPlan::ExecutionPlan(std::span<const Array> roots, std::size_t batch_cap
     }
   }
   placements_.resize(steps_.size());
+  mark_joins();
+  note_last_reads();
+}
+
+// After which step of the first run each intermediate's buffer can go: its
+// last reader's. The first run allocates as eval does, and frees as early.
+void ExecutionPlan::note_last_reads() {
+  std::unordered_map<const ArrayNode*, std::size_t> last_read;
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    for (const Array& output : steps_[s].outputs) {
+      last_read.emplace(&node_of(output), SIZE_MAX);
+    }
+  }
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    for (const Array& output : steps_[s].outputs) {
+      for (const Array& input : node_of(output).inputs) {
+        if (auto it = last_read.find(&node_of(input)); it != last_read.end()) it->second = s;
+      }
+    }
+  }
+  for (const Array& root : roots_) last_read.erase(&node_of(root));
+  released_after_.assign(steps_.size(), {});
+  for (const auto& [node, step] : last_read) {
+    if (step != SIZE_MAX) released_after_[step].push_back(const_cast<ArrayNode*>(node));
+  }
+}
+
+// Which step waits for each background step: the first after it that
+// reads its outputs, communicates, or is not known to be local; else the
+// end of the run. Decided once, so the arena keeps what a background step
+// reads and writes alive until then. A step that the very next one waits
+// for runs in place.
+void ExecutionPlan::mark_joins() {
+  joined_before_.assign(steps_.size(), steps_.size());
+  std::size_t in_flight = SIZE_MAX;
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    Step& step = steps_[s];
+    const Primitive& primitive = step.primitive();
+    step.background = !primitive.batch_key().empty();
+    if (in_flight != SIZE_MAX &&
+        (step.background || !primitive.local() || reads_any_of(step, steps_[in_flight]))) {
+      step.joins = true;
+      joined_before_[in_flight] = s;
+      in_flight = SIZE_MAX;
+    }
+    if (step.background) in_flight = s;
+  }
+  // Nothing to overlap: handing the step to the thread would only add a
+  // hand-over's latency (tens of microseconds when ranks fill the cores).
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    if (steps_[s].background && joined_before_[s] == s + 1) {
+      steps_[s].background = false;
+      if (s + 1 < steps_.size()) steps_[s + 1].joins = false;
+    }
+  }
 }
 
 void ExecutionPlan::run() {
-  for (std::size_t i = 0; i < steps_.size(); ++i) run_step(i);
-  if (!laid_out()) lay_out();
+  if (!laid_out()) {
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      run_step(i);
+      for (ArrayNode* node : released_after_[i]) node->buffer.reset();
+    }
+    lay_out();
+    return;
+  }
+  const bool any_background =
+      std::any_of(steps_.begin(), steps_.end(), [](const Step& step) { return step.background; });
+  if (!any_background) {
+    for (std::size_t i = 0; i < steps_.size(); ++i) run_step(i);
+    return;
+  }
+  BackgroundSteps& background = BackgroundSteps::instance();
+  try {
+    run_planned();
+  } catch (...) {
+    try {
+      background.finish(*this);  // nothing may still write the arena
+    } catch (...) {
+    }
+    throw;
+  }
+  background.finish(*this);
+}
+
+void ExecutionPlan::run_planned() {
+  BackgroundSteps& background = BackgroundSteps::instance();
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    if (steps_[i].joins) background.finish(*this);
+    if (steps_[i].background) {
+      background.start(*this, i);
+    } else {
+      run_step(i);
+    }
+  }
 }
 
 void ExecutionPlan::run_step(std::size_t index) {
@@ -62,15 +234,30 @@ void ExecutionPlan::run_step(std::size_t index) {
     if (!node.buffer) {
       throw Error(std::string(node.primitive->name()) + ": the primitive gave its output no data");
     }
-    if (planned && output.nbytes() > 0) {
-      const Placement& place = placements_[index][k];
-      const void* expected =
-          place.shares ? node_of(*place.shares).buffer.get() : base + place.offset;
-      if (node.buffer.get() != expected) changed_sharing(output);
-    }
+    if (planned && output.nbytes() > 0 && !placed_as_planned(index, k)) changed_sharing(output);
     node.state.store(NodeState::done, std::memory_order_release);
   }
   if (!planned) note_sharing(index);
+}
+
+// The output has the data the plan gave it: its place in the arena, or the
+// input whose data it shares. Inputs bound to one array look alike, so
+// sharing any input outside the arena is as good.
+bool ExecutionPlan::placed_as_planned(std::size_t index, std::size_t k) const {
+  const Placement& place = placements_[index][k];
+  const ArrayNode& node = node_of(steps_[index].outputs[k]);
+  if (!place.shares)
+    return node.buffer.get() == static_cast<std::byte*>(arena_.get()) + place.offset;
+  if (node.buffer.get() == node_of(*place.shares).buffer.get()) return true;
+  for (const Array& input : node.inputs) {
+    const Buffer& data = node_of(input).buffer;
+    if (data.get() == node.buffer.get() && !in_arena(data)) return true;
+  }
+  return false;
+}
+
+bool ExecutionPlan::in_arena(const Buffer& buffer) const {
+  return arena_ && !buffer.owner_before(arena_) && !arena_.owner_before(buffer);
 }
 
 void ExecutionPlan::note_sharing(std::size_t index) {
@@ -121,8 +308,11 @@ void ExecutionPlan::lay_out() {
     blocks[s] = {s, s, 0};
     for (std::size_t k = 0; k < steps_[s].outputs.size(); ++k) {
       if (placements_[s][k].shares) continue;
+      const Array& output = steps_[s].outputs[k];
+      const std::size_t align = size_of(output.dtype());  // one dtype: no gaps
+      blocks[s].bytes = (blocks[s].bytes + align - 1) / align * align;
       placements_[s][k].offset = blocks[s].bytes;
-      blocks[s].bytes += steps_[s].outputs[k].nbytes();
+      blocks[s].bytes += output.nbytes();
     }
   }
   auto extend = [&](const ArrayNode* node, std::size_t step) {
@@ -137,6 +327,16 @@ void ExecutionPlan::lay_out() {
     }
   }
   for (const Array& root : roots_) extend(&node_of(root), steps_.size());
+  // A background step reads its inputs and writes its outputs until the
+  // step that waits for it.
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    if (!steps_[s].background || joined_before_[s] <= s + 1) continue;
+    const std::size_t until = joined_before_[s] - 1;
+    blocks[s].last_step = std::max(blocks[s].last_step, until);
+    for (const Array& output : steps_[s].outputs) {
+      for (const Array& input : node_of(output).inputs) extend(&node_of(input), until);
+    }
+  }
   const ArenaLayout layout = lay_out_arena(blocks, kBufferAlignment);
   for (std::size_t s = 0; s < steps_.size(); ++s) {
     for (Placement& place : placements_[s]) {

@@ -30,7 +30,8 @@ void gemm(const T* a, const T* b, T* c, std::int64_t m, std::int64_t n, std::int
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, bm, bn, bk, 1.0, a, bk, b, bn, 0.0, c,
                 bn);
   } else {
-    std::vector<detail::accumulator_t<T>> row(static_cast<std::size_t>(n));
+    thread_local std::vector<detail::accumulator_t<T>> row;  // kept: runs allocate nothing
+    row.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < m; ++i) {
       std::fill(row.begin(), row.end(), detail::accumulator_t<T>{0});
       for (std::int64_t p = 0; p < k; ++p) {
@@ -132,7 +133,7 @@ Array matmul(const Array& a, const Array& b) {
   CustomCompute compute = dispatch_dtype(a.dtype(), [&](auto tag) {
     return matmul_compute<decltype(tag)>(a.shape(), b.shape(), batch);
   });
-  return make_custom("matmul", std::move(shape), a.dtype(), {a, b}, std::move(compute));
+  return make_local_custom("matmul", std::move(shape), a.dtype(), {a, b}, std::move(compute));
 }
 
 }  // namespace rlx

@@ -25,7 +25,7 @@ Array generate(std::string name, const Shape& shape, Dtype dtype, ValueFn value)
       for (std::int64_t i = 0; i < n; ++i) y[i] = detail::convert<T>(value(i));
     };
   });
-  return make_custom(std::move(name), shape, dtype, {}, std::move(compute));
+  return make_local_custom(std::move(name), shape, dtype, {}, std::move(compute));
 }
 
 // SplitMix64's output function: a bijective mix of 64 bits.

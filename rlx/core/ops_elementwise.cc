@@ -212,7 +212,7 @@ PrimitiveTable make_primitives(std::string_view name, ComputeFor compute_for) {
   for (Dtype dtype : kAllDtypes) {
     if (CustomCompute compute = compute_for(dtype)) {
       table[static_cast<std::size_t>(dtype)] =
-          make_custom_primitive(std::string(name), std::move(compute));
+          make_local_primitive(std::string(name), std::move(compute));
     }
   }
   return table;

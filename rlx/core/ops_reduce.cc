@@ -179,8 +179,8 @@ Array reduce(const Array& a, const std::vector<int>& requested, bool keepdims) {
   const std::int64_t outer = numel(Shape(in.begin(), first));
   const std::int64_t count = numel(Shape(first, last));
   const std::int64_t inner = numel(Shape(last, in.end()));
-  return make_custom(std::string(name_of(Op)), std::move(shape), a.dtype(), {input},
-                     reduce_compute<Op>(a.dtype(), outer, count, inner));
+  return make_local_custom(std::string(name_of(Op)), std::move(shape), a.dtype(), {input},
+                           reduce_compute<Op>(a.dtype(), outer, count, inner));
 }
 
 std::vector<int> all_axes(const Array& a) {

@@ -19,6 +19,7 @@ namespace {
 class ReshapePrimitive final : public Primitive {
  public:
   std::string_view name() const override { return "reshape"; }
+  bool local() const override { return true; }
   void eval(std::span<const Array> inputs, Array& output) const override {
     output.share_data(inputs[0]);
   }
@@ -30,12 +31,13 @@ Array strided_view_copy(std::string name, const Array& a, Shape shape, std::int6
                         Strides strides) {
   const Dtype dtype = a.dtype();
   Shape out_shape = shape;
-  return make_custom(std::move(name), std::move(out_shape), dtype, {a},
-                     [shape = std::move(shape), offset, strides = std::move(strides)](
-                         std::span<const Array> in, Array& out) {
-                       detail::copy_strided(in[0].raw_data(), offset, strides,
-                                            out.raw_mutable_data(), shape, size_of(in[0].dtype()));
-                     });
+  return make_local_custom(std::move(name), std::move(out_shape), dtype, {a},
+                           [shape = std::move(shape), offset, strides = std::move(strides)](
+                               std::span<const Array> in, Array& out) {
+                             detail::copy_strided(in[0].raw_data(), offset, strides,
+                                                  out.raw_mutable_data(), shape,
+                                                  size_of(in[0].dtype()));
+                           });
 }
 
 Shape infer_reshape(const Shape& from, Shape to) {
@@ -164,21 +166,21 @@ Array concatenate(const std::vector<Array>& arrays, int axis) {
   shape[static_cast<std::size_t>(axis)] = 0;
   for (const Array& a : arrays) shape[static_cast<std::size_t>(axis)] += a.dim(axis);
   const std::int64_t outer = numel(Shape(first.shape().begin(), first.shape().begin() + axis));
-  return make_custom("concatenate", std::move(shape), first.dtype(), arrays,
-                     [outer](std::span<const Array> in, Array& out) {
-                       if (outer == 0) return;
-                       auto* to = static_cast<std::byte*>(out.raw_mutable_data());
-                       for (std::int64_t o = 0; o < outer; ++o) {
-                         for (const Array& part : in) {  // a contiguous chunk of each part
-                           const std::size_t chunk =
-                               part.nbytes() / static_cast<std::size_t>(outer);
-                           const auto* from = static_cast<const std::byte*>(part.raw_data());
-                           if (chunk == 0) continue;
-                           std::memcpy(to, from + static_cast<std::size_t>(o) * chunk, chunk);
-                           to += chunk;
-                         }
-                       }
-                     });
+  return make_local_custom("concatenate", std::move(shape), first.dtype(), arrays,
+                           [outer](std::span<const Array> in, Array& out) {
+                             if (outer == 0) return;
+                             auto* to = static_cast<std::byte*>(out.raw_mutable_data());
+                             for (std::int64_t o = 0; o < outer; ++o) {
+                               for (const Array& part : in) {  // a contiguous chunk of each part
+                                 const std::size_t chunk =
+                                     part.nbytes() / static_cast<std::size_t>(outer);
+                                 const auto* from = static_cast<const std::byte*>(part.raw_data());
+                                 if (chunk == 0) continue;
+                                 std::memcpy(to, from + static_cast<std::size_t>(o) * chunk, chunk);
+                                 to += chunk;
+                               }
+                             }
+                           });
 }
 
 Array astype(const Array& a, Dtype dtype) {
@@ -190,7 +192,7 @@ Array astype(const Array& a, Dtype dtype) {
       };
     });
   });
-  return make_custom("astype", a.shape(), dtype, {a}, std::move(compute));
+  return make_local_custom("astype", a.shape(), dtype, {a}, std::move(compute));
 }
 
 }  // namespace rlx
