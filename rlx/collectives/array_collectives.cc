@@ -1,7 +1,9 @@
 #include "rlx/collectives/array_collectives.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -280,23 +282,29 @@ void check_collective_plan(std::span<const PlannedOp> ops) {
         name == "collective.recv_like") {
       continue;
     }
-    const std::string_view attrs = op.node->attrs;
-    const std::size_t cut = attrs.find_last_of(' ');
-    const int group = std::stoi(std::string(attrs.substr(cut == std::string_view::npos ? 0 : cut)));
+    // The group id is the attributes' last word; ids are local, so the
+    // fingerprint takes the words before it (the reduction, a root).
+    std::istringstream words{op.node->attrs};
+    std::vector<std::string> tokens{std::istream_iterator<std::string>(words), {}};
+    if (tokens.empty()) continue;  // the op's own parser refused it at compile
+    const int group = std::atoi(tokens.back().c_str());
+    tokens.pop_back();
     auto it = std::find_if(groups.begin(), groups.end(),
                            [&](const GroupPlan& g) { return g.group == group; });
     if (it == groups.end()) it = groups.insert(groups.end(), GroupPlan{.group = group});
     it->mix(name);
-    it->mix(cut == std::string_view::npos ? std::string_view{}
-                                          : attrs.substr(0, cut));  // ids are local
+    for (const std::string& token : tokens) it->mix(token);
     it->mix(to_string(op.node->shape));
     it->mix(name_of(op.node->dtype));
     it->mix(op.step == it->last_step ? "fused" : "alone");
     it->last_step = op.step;
     ++it->calls;
   }
+  // Every group's gather first, so that a rank failing on one group still
+  // meets the others in theirs.
+  std::vector<std::pair<std::shared_ptr<Transport>, std::string>> differing;
   for (const GroupPlan& plan : groups) {
-    const auto group = group_at(plan.group, "compile");
+    auto group = group_at(plan.group, "compile");
     const auto size = static_cast<std::size_t>(group->world_size());
     if (size == 1) continue;
     const std::int64_t mine[] = {static_cast<std::int64_t>(plan.fingerprint),
@@ -311,14 +319,16 @@ void check_collective_plan(std::span<const PlannedOp> ops) {
                 std::to_string(all[2 * r + 1]) + " calls)";
     }
     if (differ.empty()) continue;
-    throw CollectiveError(
-        ErrorKind::mismatch, group->site("compiled graph's first run"),
-        "the compiled graphs plan different collectives on this group: rank 0 plans " +
-            std::to_string(all[1]) + " calls, and ranks " + differ +
-            " plan other calls, or the same in another order or fused otherwise",
-        "build the same graph on every rank of the group: the same collective ops, in the "
-        "same order, on arrays of the same shapes and dtypes");
+    differing.emplace_back(
+        std::move(group), "rank 0 plans " + std::to_string(all[1]) + " calls, and ranks " + differ);
   }
+  if (differing.empty()) return;
+  throw CollectiveError(
+      ErrorKind::mismatch, differing[0].first->site("compiled graph's first run"),
+      "the compiled graphs plan different collectives on this group: " + differing[0].second +
+          " plan other calls, or the same in another order or fused otherwise",
+      "build the same graph on every rank of the group: the same collective ops, in the same "
+      "order, on arrays of the same shapes and dtypes, with the same batch_bytes_cap");
 }
 
 }  // namespace
