@@ -22,6 +22,9 @@
 //                                 sends 8 MiB that rank 1 already waits for, then 8 MiB
 //                                 nobody waits for yet
 //   fault_program peer_killed     the last rank kills itself mid-loop
+//   fault_program compiled_peer_killed  the same between runs of a compiled graph
+//                                 whose all-reduces run in the background while
+//                                 the next micro-batch computes
 //   fault_program skipped_collective  rank 1 skips the 4th of 6 all_sums, then all
 //                                 call a barrier
 //   fault_program stuck           the last rank sleeps a minute before its 4th all_sum
@@ -325,6 +328,32 @@ bool large_send_then_close(rlx::Transport& group) {
                       {"rank 1 has shut down its transport"});
 }
 
+// Two micro-batches' forward and all-reduce as one compiled graph, each
+// all-reduce its own call (the bucket cap is one output), so the first
+// runs on the plan's background thread while the second computes.
+bool compiled_peer_killed(rlx::Transport& group) {
+  rlx::Graph graph;
+  const rlx::Node w = graph.constant(rlx::full({256, 256}, 0.001));
+  std::vector<rlx::Node> outputs;
+  for (int k = 0; k < 2; ++k) {
+    const rlx::Node x = graph.input("x" + std::to_string(k), {64, 256});
+    outputs.push_back(graph.custom_op("collective.all_reduce",
+                                      rlx::distributed::collective_attrs(rlx::ReduceOp::sum, 0),
+                                      {graph.gelu(graph.matmul(x, w))}));
+  }
+  graph.set_outputs(outputs);
+  rlx::set_batch_bytes_cap(64 * 256 * sizeof(float));
+  rlx::CompiledGraph compiled = rlx::compile(graph);
+  const std::vector<float> x(64 * 256, 1.0f);
+  const rlx::Value inputs[] = {x, x};
+  return expect_error(rlx::ErrorKind::peer_lost, [&] {
+    for (int i = 0;; ++i) {
+      if (group.rank() == group.world_size() - 1 && i == 5) ::raise(SIGKILL);
+      compiled.run_slots(inputs);
+    }
+  });
+}
+
 bool irecv_peer_killed(rlx::Transport& group) {
   const int last = group.world_size() - 1;
   constexpr rlx::Tag kTags = 4, kArrived = 99;
@@ -462,8 +491,9 @@ std::shared_ptr<rlx::Transport> join_or_report(const std::string& mode) {
     std::printf("RESULT kind=%s ms=%lld\nMESSAGE %s\n", std::string(name_of(error.kind())).c_str(),
                 ms_since(start), error.what());
     const bool expected = mode.starts_with("mismatch") ? error.kind() == rlx::ErrorKind::mismatch
-                          : mode == "peer_killed"      ? error.kind() == rlx::ErrorKind::peer_lost
-                                                       : false;
+                          : mode.ends_with("peer_killed")
+                              ? error.kind() == rlx::ErrorKind::peer_lost
+                              : false;
     std::fflush(stdout);
     std::exit(expected ? 0 : 1);
   }
@@ -578,6 +608,8 @@ int main(int argc, char** argv) {
       }
     });
     ok = untouched_after_return(big) && ok;
+  } else if (mode == "compiled_peer_killed") {
+    ok = compiled_peer_killed(*group);
   } else if (mode == "skipped_collective") {
     // Rank 1 skips one all_sum of the loop and reaches the barrier after it
     // while the others still run the loop.

@@ -87,6 +87,20 @@ TEST(Faults, AKilledPeerBecomesPeerLostOnEveryOtherRankWithinSeconds) {
   }
 }
 
+// The same between runs of a compiled graph, whose all-reduce the others
+// wait for on the plan's background thread: the run fails naming the rank.
+TEST(Faults, AKilledPeerFailsACompiledGraphsRunOnEveryOtherRank) {
+  const JobOutcome job = run_fault_mode("compiled_peer_killed", 3, {"RLX_TIMEOUT_S=60"});
+  ASSERT_EQ(job.ranks.size(), 3u);
+  EXPECT_TRUE(job.ranks[2].killed_by(SIGKILL)) << describe(job);
+  for (int r = 0; r < 2; ++r) {
+    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
+    EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    EXPECT_LT(reported_ms(rank.out), 10000) << describe(job);
+    EXPECT_NE(rank.out.find("peer=2"), std::string::npos) << describe(job);
+  }
+}
+
 // Posted receives (records, no thread each) learn of a killed sender like
 // blocking ones: what it sent arrives whole, the receive it never sent
 // fails with peer_lost naming it, long before the deadline.
