@@ -22,7 +22,20 @@ CompiledFunction::CompiledFunction(Builder build) : build_(std::move(build)) {
 }
 
 void CompiledFunction::set_param(std::string name, Array value) {
-  for (const auto& entry : entries_) entry->graph.set_param(name, value);
+  // All or nothing: a value that one compiled shape refuses leaves every
+  // shape with the value it had.
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    try {
+      entries_[i]->graph.set_param(name, value);
+    } catch (...) {
+      auto old = std::find_if(params_.begin(), params_.end(),
+                              [&](const auto& param) { return param.first == name; });
+      if (old != params_.end()) {
+        for (std::size_t j = 0; j < i; ++j) entries_[j]->graph.set_param(name, old->second);
+      }
+      throw;
+    }
+  }
   auto it = std::find_if(params_.begin(), params_.end(),
                          [&](const auto& param) { return param.first == name; });
   if (it == params_.end()) {

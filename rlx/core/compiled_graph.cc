@@ -167,14 +167,35 @@ void CompiledGraph::set_param(std::string_view name, const Value& value) {
   Array array = value.to_array(what, param.shape, param.dtype);
   if (!param.slot.valid()) return;  // the outputs do not use it
   array.raw_data();                 // evaluated, so a run only binds its buffer
-  const Carry* carried = carry_into(param);
-  if (carried || plan_->in_arena(buffer_of(array))) {  // runs write it, or would overwrite it
-    Buffer copy = carried ? carried->buffers[0] : allocate_buffer(array.nbytes());
-    if (array.nbytes() > 0) std::memmove(copy.get(), array.raw_data(), array.nbytes());
-    buffer_of(param.slot) = std::move(copy);
-  } else {
+  Carry* carried = carry_into(param);
+  if (!carried && !owned_here(buffer_of(array))) {
     buffer_of(param.slot) = buffer_of(array);
+    return;
   }
+  // Runs write a carried parameter, and they overwrite this graph's own
+  // buffers: a copy, in a fresh buffer so that handles to the old one
+  // (param(), an output) keep their data.
+  Buffer copy = allocate_buffer(std::max<std::size_t>(array.nbytes(), 1));
+  if (array.nbytes() > 0) std::memcpy(copy.get(), array.raw_data(), array.nbytes());
+  if (carried) {
+    Buffer& slot = buffer_of(param.slot);
+    (slot == carried->buffers[1] ? carried->buffers[1] : carried->buffers[0]) = copy;
+  }
+  buffer_of(param.slot) = std::move(copy);
+}
+
+bool CompiledGraph::owned_here(const Buffer& buffer) const {
+  auto same = [&buffer](const Buffer& other) {
+    return other && !buffer.owner_before(other) && !other.owner_before(buffer);
+  };
+  if (plan_->in_arena(buffer)) return true;
+  for (const auto& storage : input_storage_) {
+    if (same(storage[0]) || same(storage[1])) return true;
+  }
+  for (const Carry& carry : carries_) {
+    if (same(carry.buffers[0]) || same(carry.buffers[1])) return true;
+  }
+  return false;
 }
 
 CompiledGraph::Carry* CompiledGraph::carry_into(const Declared& param) {
@@ -237,17 +258,23 @@ void CompiledGraph::bind_input(std::size_t index, const Value& value) {
   const Array* array = value.array();
   if (array) {
     array->raw_data();  // evaluated
-    if (!plan_->in_arena(buffer_of(*array))) {
+    if (!owned_here(buffer_of(*array))) {
       bound = buffer_of(*array);
       return;
     }
   }
-  // Host data, or an output of this graph that the run would overwrite.
-  Buffer& storage = input_storage_[index];
+  // Host data, or this graph's own buffer (an output, a parameter) that
+  // the run or this binding would overwrite.
+  // Runs alternate between two buffers, so what the last run's outputs
+  // show (an input passed through) is not overwritten while binding.
+  auto& pair = input_storage_[index];
   const std::size_t bytes = input.slot.nbytes();
-  if (!storage) storage = allocate_buffer(std::max<std::size_t>(bytes, 1));
+  if (!pair[0]) {
+    for (Buffer& buffer : pair) buffer = allocate_buffer(std::max<std::size_t>(bytes, 1));
+  }
+  Buffer& storage = pair[input_parity_];
   const void* from = array ? array->raw_data() : value.host_data();
-  if (bytes > 0) std::memcpy(storage.get(), from, bytes);
+  if (bytes > 0) std::memmove(storage.get(), from, bytes);
   bound = storage;
 }
 
@@ -284,6 +311,7 @@ void CompiledGraph::run_bound(std::span<const Value> inputs) {
                 " inputs where the graph takes " + std::to_string(inputs_.size()) +
                 " (input_names())");
   }
+  input_parity_ ^= 1;
   for (std::size_t i = 0; i < inputs.size(); ++i) bind_input(i, inputs[i]);
   check_params_set();
   if (!checked_) {

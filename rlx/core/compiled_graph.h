@@ -9,6 +9,7 @@
 // docs/COMPILED_GRAPHS.md says how to use it.
 #pragma once
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <functional>
@@ -33,7 +34,9 @@ class ExecutionPlan;
 // whose shape is the declared one. Host buffers are copied (once, into the
 // graph's own storage); arrays are used where they are. Either need only
 // live until the call returns, but an array's data must not change while a
-// run reads it. Implicit, so {{"x", values}} reads well.
+// run reads it. Implicit, so {{"x", values}} reads well. A Value made from a
+// vector or span only points at it: `const Value in[] = {std::vector<float>(n)}`
+// dangles; name the vector.
 class Value {
  public:
   Value(Array array) : array_(std::move(array)) {}
@@ -75,7 +78,9 @@ class CompiledGraph {
 
   // Sets (or replaces) a parameter declared with Graph::param(). An array is
   // used where it is (its data must not change while runs read it); host
-  // values are copied.
+  // values, buffers of this graph (its outputs, parameters) and carried
+  // parameters are copied, into a fresh buffer: handles to the old value
+  // keep it.
   void set_param(std::string_view name, const Value& value);
 
   // A parameter's current value: what set_param() gave, or what carry() put
@@ -135,11 +140,14 @@ class CompiledGraph {
   void run_bound(std::span<const Value> inputs);
   void carry_outputs();
   Carry* carry_into(const Declared& param);
+  // True for buffers runs write: the arena, input storage, carried parameters.
+  bool owned_here(const Buffer& buffer) const;
 
   std::map<std::string, Declared, std::less<>> declared_;
   std::vector<std::string> input_names_;
   std::vector<const Declared*> inputs_;                          // input_names() order
-  std::vector<Buffer> input_storage_;                            // host values are copied here
+  std::vector<std::array<Buffer, 2>> input_storage_;             // host values are copied here
+  std::size_t input_parity_ = 0;                                 // which of the two this run uses
   std::vector<std::pair<std::string, const Declared*>> params_;  // needed, in declaration order
   std::vector<Graph::NodeInfo> nodes_;                           // those the outputs need
   std::vector<Array> lowered_;  // nodes_' arrays, for the plan check

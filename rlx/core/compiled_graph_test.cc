@@ -318,6 +318,38 @@ TEST(PlannedRun, AMovedGraphRunsAsBefore) {
   EXPECT_EQ(assigned.run({{"x", xv}})[1].to_vector<float>(), before);
 }
 
+TEST(PlannedRun, AnInputPassedThroughAndFedBackKeepsItsValueWhileBinding) {
+  Graph graph;
+  Node x = graph.input("x", {2});
+  Node y = graph.input("y", {2});
+  graph.set_outputs({graph.reshape(x, {2}), graph.add(x, y)});
+  CompiledGraph compiled = compile(graph);
+  const std::vector<float> ones(2, 1.0f), twos(2, 2.0f), tens(2, 10.0f);
+  const Value first[] = {ones, twos};
+  const Array passed = compiled.run_slots(first)[0];  // x's own storage
+  const Value second[] = {tens, passed};
+  EXPECT_EQ(compiled.run_slots(second)[1].to_vector<float>(), std::vector<float>(2, 11.0f));
+}
+
+TEST(PlannedRun, SettingACarriedParameterLeavesOldHandlesAlone) {
+  Graph graph;
+  Node w = graph.param("w", {2});
+  graph.set_outputs({graph.mul(w, graph.constant(Array::from(std::vector<float>{2}, {1})))});
+  CompiledGraph compiled = compile(graph);
+  compiled.set_param("w", std::vector<float>{1, 1});
+  compiled.carry(0, "w");
+  compiled.run({});
+  const Array held = compiled.param("w");
+  EXPECT_EQ(held.to_vector<float>(), std::vector<float>(2, 2.0f));
+  compiled.set_param("w", std::vector<float>{5, 5});
+  EXPECT_EQ(held.to_vector<float>(), std::vector<float>(2, 2.0f));
+  compiled.set_param("w", held);  // a handle of this graph's own is copied, not bound
+  compiled.run({});
+  compiled.run({});
+  EXPECT_EQ(compiled.param("w").to_vector<float>(), std::vector<float>(2, 8.0f));
+  EXPECT_EQ(held.to_vector<float>(), std::vector<float>(2, 2.0f));
+}
+
 // A collective-like batched step runs in the background while later local
 // steps that do not read it run here; a step that is not local waits for
 // it first; an error in the background reaches run().

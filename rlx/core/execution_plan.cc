@@ -31,7 +31,11 @@ bool reads_any_of(const ExecutionPlan::Step& step, const ExecutionPlan::Step& ea
 
 // The one thread of the process that runs compiled graphs' background
 // steps, one at a time: a plan hands it a step and later waits for it. A
-// hand-over is a pointer and an index, so a run allocates nothing.
+// hand-over is a pointer and an index, so a run allocates nothing. When it
+// is busy (another plan's step, or the caller is that step itself), the
+// caller runs its step in place: waiting could deadlock collectives of
+// different groups that two threads run, and running in order is always
+// correct.
 class BackgroundSteps {
  public:
   static BackgroundSteps& instance() {
@@ -39,14 +43,18 @@ class BackgroundSteps {
     return *steps;
   }
 
-  void start(ExecutionPlan& plan, std::size_t step) {
-    std::unique_lock lock(mutex_);
-    changed_.wait(lock, [this] { return plan_ == nullptr; });  // another plan's step
-    plan_ = &plan;
-    step_ = step;
-    done_ = false;
-    error_ = nullptr;
+  // False when the thread is busy: the caller runs the step itself.
+  bool start(ExecutionPlan& plan, std::size_t step) {
+    {
+      std::lock_guard lock(mutex_);
+      if (plan_ != nullptr) return false;
+      plan_ = &plan;
+      step_ = step;
+      done_ = false;
+      error_ = nullptr;
+    }
     changed_.notify_all();
+    return true;
   }
 
   // Waits for `plan`'s step, if one is in flight; rethrows what it threw.
@@ -202,11 +210,7 @@ void ExecutionPlan::run_planned() {
   BackgroundSteps& background = BackgroundSteps::instance();
   for (std::size_t i = 0; i < steps_.size(); ++i) {
     if (steps_[i].joins) background.finish(*this);
-    if (steps_[i].background) {
-      background.start(*this, i);
-    } else {
-      run_step(i);
-    }
+    if (!steps_[i].background || !background.start(*this, i)) run_step(i);
   }
 }
 
