@@ -69,7 +69,7 @@ std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,
     std::memcpy(node_.call_payload(local_rank(), number), inline_payload.data(),
                 inline_payload.size());
   }
-  mine.call = shm::post(call);
+  mine.call = encode_call(call);
   mine.sequence.store(number + 1, std::memory_order_release);
   ring_peers();
   return number;
@@ -81,7 +81,7 @@ void ShmCollectives::check_calls(const CollectiveCall& call, std::uint64_t numbe
     const shm::CallLine& theirs = node_.call_line(peer, number);
     wait_or_throw([&] { return theirs.sequence.load(std::memory_order_acquire) == number + 1; },
                   peer, call, "entered this collective");
-    const auto posted = shm::read_posted(theirs.call, call.sequence);
+    const auto posted = decode_call(theirs.call, call.sequence);
     if (!posted) {
       fail_with(CollectiveError(ErrorKind::protocol_violation, site_of(call, peer),
                                 "rank " + std::to_string(node_.world_rank(peer)) +

@@ -1,7 +1,8 @@
 // What a rank is doing in one collective call: the description every
 // backend checks across ranks (TCP and verbs carry it in each step's frame
-// header, MPI all-reduces it before the call), so ranks that called different
-// collectives, or the same one with different sizes, fail with mismatch.
+// header, shared memory posts it in the rank's call line, MPI all-reduces a
+// digest of it before the call), so ranks that called different collectives,
+// or the same one with different sizes, fail with mismatch.
 #pragma once
 
 #include <cstdint>
@@ -47,13 +48,5 @@ struct CollectiveCall {
   // "all_reduce sum of 1024 x f32 (4 KiB), collective #7".
   std::string describe() const;
 };
-
-// True when raw fields read from another process (a frame header, a call
-// posted in shared memory) name a collective kind, a reduction and a dtype.
-inline bool valid_call_fields(std::uint8_t kind, std::uint8_t op, std::uint8_t dtype) {
-  return kind >= static_cast<std::uint8_t>(CollectiveKind::all_reduce) &&
-         kind <= static_cast<std::uint8_t>(CollectiveKind::scatter) &&
-         op <= static_cast<std::uint8_t>(ReduceOp::max) && is_valid_dtype(dtype);
-}
 
 }  // namespace rlx

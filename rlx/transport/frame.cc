@@ -1,49 +1,37 @@
 #include "rlx/transport/frame.h"
 
-#include <algorithm>
 #include <string>
 #include <utility>
 
+#include "rlx/transport/call_codec.h"
 #include "rlx/transport/wire.h"
 
 namespace rlx::wire {
 
+static_assert(4 + 1 + kEncodedCallBytes + 4 + 8 + 8 == kFrameHeaderBytes);
+
 EncodedHeader encode(const FrameHeader& h) {
-  wire::ByteWriter w;
+  EncodedHeader out;
+  wire::SpanWriter w(out);
   w.u32(kFrameMagic);
   w.u8(static_cast<std::uint8_t>(h.kind));
-  w.u8(static_cast<std::uint8_t>(h.collective));
-  w.u8(static_cast<std::uint8_t>(h.op));
-  w.u8(static_cast<std::uint8_t>(h.dtype));
+  w.raw(encode_call(call_of(h)));
   w.u32(h.tag);
-  w.u32(static_cast<std::uint32_t>(h.root + 1));  // 0: no root
   w.u64(h.sequence);
-  w.u64(h.count);
   w.u64(h.length);
-  EncodedHeader out;
-  std::copy(w.bytes().begin(), w.bytes().end(), out.begin());
   return out;
 }
 
 FrameHeader decode(std::span<const std::byte, kFrameHeaderBytes> bytes) {
   wire::ByteReader r(bytes);
   if (r.u32() != kFrameMagic) throw wire::DecodeError("bad frame magic (not an rlx stream)");
-  FrameHeader h;
-  const std::uint8_t kind = r.u8(), collective = r.u8(), op = r.u8(), dtype = r.u8();
+  const std::uint8_t kind = r.u8();
   if (kind < 1 || kind > 6) throw wire::DecodeError("unknown frame kind " + std::to_string(kind));
+  const auto call = decode_call(r.raw(kEncodedCallBytes).first<kEncodedCallBytes>(), 0);
+  if (!call) throw wire::DecodeError("invalid collective descriptor in frame header");
+  FrameHeader h = collective_header(*call, r.u32(), 0);
   h.kind = static_cast<FrameKind>(kind);
-  if (!valid_call_fields(collective, op, dtype)) {
-    throw wire::DecodeError("invalid collective descriptor in frame header");
-  }
-  h.collective = static_cast<CollectiveKind>(collective);
-  h.op = static_cast<ReduceOp>(op);
-  h.dtype = static_cast<Dtype>(dtype);
-  h.tag = r.u32();
-  const std::uint32_t root_plus_one = r.u32();
-  if (root_plus_one > (1u << 30)) throw wire::DecodeError("invalid root in frame header");
-  h.root = static_cast<std::int32_t>(root_plus_one) - 1;
   h.sequence = r.u64();
-  h.count = r.u64();
   h.length = r.u64();
   return h;
 }

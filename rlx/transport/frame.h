@@ -1,6 +1,7 @@
 // The fixed 40-byte header in front of every message on an established TCP
-// connection. Decoding validates everything before a single payload byte is
-// read or allocated.
+// connection (and inside every verbs packet): magic, kind, the call
+// (call_codec.h), tag, sequence, length. Decoding validates everything
+// before a single payload byte is read or allocated.
 #pragma once
 
 #include <array>

@@ -40,7 +40,7 @@ TEST(Frame, RejectsGarbageBeforeTrustingAnyField) {
   EXPECT_THROW(decode(corrupt(5, 0)), wire::DecodeError);      // collective kind
   EXPECT_THROW(decode(corrupt(6, 4)), wire::DecodeError);      // reduce op
   EXPECT_THROW(decode(corrupt(7, 8)), wire::DecodeError);      // dtype
-  EXPECT_THROW(decode(corrupt(15, 0xff)), wire::DecodeError);  // root
+  EXPECT_THROW(decode(corrupt(11, 0xff)), wire::DecodeError);  // root
 }
 
 // An abort relayed from rank to rank stays blamed on the rank that caused

@@ -20,14 +20,32 @@ class DecodeError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-class ByteWriter {
+// The little-endian writes of both writers below, once.
+template <class Self>
+class LittleEndianWriter {
  public:
-  // Headers and handshakes fit without growing (they are built per message).
-  ByteWriter() { bytes_.reserve(64); }
-  void u8(std::uint8_t v) { bytes_.push_back(static_cast<std::byte>(v)); }
+  void u8(std::uint8_t v) { self().put_byte(static_cast<std::byte>(v)); }
   void u16(std::uint16_t v) { put(v); }
   void u32(std::uint32_t v) { put(v); }
   void u64(std::uint64_t v) { put(v); }
+  void raw(std::span<const std::byte> data) {
+    for (std::byte b : data) self().put_byte(b);
+  }
+
+ private:
+  template <class T>
+  void put(T v) {
+    for (std::size_t i = 0; i < sizeof(T); ++i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
+  }
+  Self& self() { return static_cast<Self&>(*this); }
+};
+
+// Writes a message of any length into a vector it owns (handshakes,
+// rendezvous messages).
+class ByteWriter : public LittleEndianWriter<ByteWriter> {
+ public:
+  ByteWriter() { bytes_.reserve(64); }
+  void put_byte(std::byte b) { bytes_.push_back(b); }
   void raw(std::span<const std::byte> data) {
     bytes_.insert(bytes_.end(), data.begin(), data.end());
   }
@@ -40,11 +58,23 @@ class ByteWriter {
   std::vector<std::byte> take() { return std::move(bytes_); }
 
  private:
-  template <class T>
-  void put(T v) {
-    for (std::size_t i = 0; i < sizeof(T); ++i) u8(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
   std::vector<std::byte> bytes_;
+};
+
+// Writes into storage the caller owns, so a fixed-size header costs no
+// allocation per message; writing past its end is a bug (logic_error).
+class SpanWriter : public LittleEndianWriter<SpanWriter> {
+ public:
+  explicit SpanWriter(std::span<std::byte> out) : out_(out) {}
+  void put_byte(std::byte b) {
+    if (written_ == out_.size()) throw std::logic_error("SpanWriter: write past the end");
+    out_[written_++] = b;
+  }
+  std::size_t written() const { return written_; }
+
+ private:
+  std::span<std::byte> out_;
+  std::size_t written_ = 0;
 };
 
 class ByteReader {

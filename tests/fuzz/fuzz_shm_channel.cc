@@ -1,7 +1,7 @@
 // libFuzzer target: what the same-host path reads from memory another
-// process writes. The first 16 bytes are a posted call (a call line's
+// process writes. The first 15 bytes are an encoded call (a call line's
 // description: accepted only when every field is in range, then it must
-// post back to the same bytes and describe itself); the rest stands in a
+// encode back to the same bytes and describe itself); the rest stands in a
 // message ring as if a producer had written it, and the consumer takes
 // messages from it until a header is refused (protocol_violation) or the
 // bytes run out. Nothing may crash, hang or read outside the ring.
@@ -9,18 +9,17 @@
 #include <cstring>
 #include <vector>
 
-#include "rlx/transport/shm/posted_call.h"
+#include "rlx/transport/call_codec.h"
 #include "rlx/transport/shm/ring.h"
 
 namespace {
 
 void posted_call(const std::uint8_t* data) {
-  rlx::shm::PostedCall posted;
-  std::memcpy(&posted, data, sizeof posted);
-  const auto call = rlx::shm::read_posted(posted, 7);
+  rlx::EncodedCall posted;
+  std::memcpy(posted.data(), data, posted.size());
+  const auto call = rlx::decode_call(posted, 7);
   if (!call) return;
-  const rlx::shm::PostedCall again = rlx::shm::post(*call);
-  if (std::memcmp(&again, &posted, sizeof posted) != 0) std::abort();
+  if (rlx::encode_call(*call) != posted) std::abort();
   if (call->describe().empty()) std::abort();
 }
 
@@ -54,8 +53,8 @@ void ring_contents(const std::uint8_t* data, std::size_t size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  if (size < sizeof(rlx::shm::PostedCall)) return 0;
+  if (size < rlx::kEncodedCallBytes) return 0;
   posted_call(data);
-  ring_contents(data + sizeof(rlx::shm::PostedCall), size - sizeof(rlx::shm::PostedCall));
+  ring_contents(data + rlx::kEncodedCallBytes, size - rlx::kEncodedCallBytes);
   return 0;
 }

@@ -7,10 +7,10 @@
 #include <string>
 
 #include "rlx/launcher/agent_request.h"
+#include "rlx/transport/call_codec.h"
 #include "rlx/transport/frame.h"
 #include "rlx/transport/handshake.h"
 #include "rlx/transport/rendezvous/protocol.h"
-#include "rlx/transport/shm/posted_call.h"
 #include "rlx/transport/shm/ring.h"
 
 namespace {
@@ -85,9 +85,9 @@ int main(int argc, char** argv) {
                                               .local_size = 2}));
   // A posted all_reduce, then two messages as they lie in a ring: a 16-byte
   // header each and the payload padded to 8 bytes.
-  const shm::PostedCall posted = shm::post(
+  const EncodedCall posted = encode_call(
       {.kind = CollectiveKind::all_reduce, .op = ReduceOp::sum, .dtype = Dtype::f32, .count = 9});
-  std::string ring(reinterpret_cast<const char*>(&posted), sizeof posted);
+  std::string ring(reinterpret_cast<const char*>(posted.data()), posted.size());
   for (const std::string payload : {"hello", "a second, longer message"}) {
     const shm::RingHeader header = shm::make_ring_header(3, payload.size());
     ring.append(reinterpret_cast<const char*>(&header), sizeof header);

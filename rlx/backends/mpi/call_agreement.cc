@@ -62,27 +62,18 @@ void merge_payload(const Cell& theirs, Cell& ours) {
 }
 
 WireCall to_wire(const CollectiveCall& call, int rank) {
-  return {.sequence = call.sequence,
-          .count = call.count,
-          .root = call.root,
-          .kind = static_cast<std::uint8_t>(call.kind),
-          .op = static_cast<std::uint8_t>(call.op),
-          .dtype = static_cast<std::uint8_t>(call.dtype),
-          .rank = rank};
+  return {.sequence = call.sequence, .rank = rank, .call = encode_call(call)};
 }
 
+// Cells come from to_wire on every rank; one that does not decode would be
+// MPI's corruption, and reads as the default call rather than throwing
+// inside an MPI op.
 CollectiveCall from_wire(const WireCall& wire) {
-  return {.kind = static_cast<CollectiveKind>(wire.kind),
-          .op = static_cast<ReduceOp>(wire.op),
-          .dtype = static_cast<Dtype>(wire.dtype),
-          .count = wire.count,
-          .sequence = wire.sequence,
-          .root = wire.root};
+  return decode_call(wire.call, wire.sequence).value_or(CollectiveCall{.sequence = wire.sequence});
 }
 
-auto call_key(const WireCall& c) {
-  return std::tie(c.sequence, c.kind, c.op, c.dtype, c.count, c.root);
-}
+// Any total order serves: the verdict needs two calls that differ.
+auto call_key(const WireCall& c) { return std::tie(c.sequence, c.call); }
 
 // Ties go to the lower rank in both directions, so the result does not
 // depend on the order MPI combines the cells in.

@@ -37,6 +37,7 @@
 #include <mpi.h>
 
 #include "rlx/collectives/links.h"
+#include "rlx/transport/call_codec.h"
 
 namespace rlx::mpi {
 
@@ -101,13 +102,9 @@ class CallAgreement {
 
   struct WireCall {
     std::uint64_t sequence = 0;
-    std::uint64_t count = 0;
-    std::int32_t root = -1;
-    std::uint8_t kind = 0;
-    std::uint8_t op = 0;
-    std::uint8_t dtype = 0;
-    std::uint8_t unused = 0;
     std::int32_t rank = -1;
+    EncodedCall call{};
+    std::uint8_t unused = 0;
     std::uint32_t unused2 = 0;
   };
   struct Diagnosis {

@@ -20,7 +20,7 @@
 
 #include "rlx/transport/collective_call.h"
 #include "rlx/transport/shm/futex.h"
-#include "rlx/transport/shm/posted_call.h"
+#include "rlx/transport/call_codec.h"
 #include "rlx/transport/shm/ring.h"
 #include "rlx/transport/shm/segment.h"
 
@@ -78,7 +78,7 @@ static_assert(sizeof(RankControl) <= NodeShape::kControlBytes);
 // stored last, with release order; the payload begins in the same line.
 struct CallLine {
   std::atomic<std::uint64_t> sequence{0};
-  PostedCall call;
+  EncodedCall call;  // checked field by field when read: a segment is not trusted
   static constexpr std::size_t kInlineOffset = 24;  // where the payload starts
 };
 static_assert(sizeof(CallLine) <= CallLine::kInlineOffset);
