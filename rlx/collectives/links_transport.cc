@@ -35,12 +35,6 @@ Path LinksTransport::route() const {
   return same_host_->spans_job() ? Path::shared_memory : Path::hierarchical;
 }
 
-CollectiveCall LinksTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
-                                         std::uint64_t count) {
-  check_not_failed();
-  return {kind, op, dtype, count, sequence_++};
-}
-
 void LinksTransport::check_on_host(const CollectiveCall& call) {
   if (route() != Path::network && same_host_->group_of(rank()).size() > 1) {
     same_host_->collectives().check_call(call);
@@ -100,6 +94,7 @@ void LinksTransport::recycle(std::vector<std::byte>&& message) noexcept {
 }
 
 void LinksTransport::run(const CollectiveCall& call, const CollectiveArgs& args) {
+  check_not_failed();
   const std::size_t bytes = call.count * size_of(call.dtype);
   const CallSituation situation{.call = call,
                                 .rank = rank(),
@@ -131,9 +126,8 @@ void LinksTransport::do_reduce_scatter(ConstElementSpan input, ElementSpan outpu
 }
 
 void LinksTransport::do_broadcast(ElementSpan data, int root) {
-  CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
-  call.root = root;
-  run(call, {.output = data});
+  run(next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count, root),
+      {.output = data});
 }
 
 void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
@@ -143,22 +137,17 @@ void LinksTransport::do_all_to_all(ConstElementSpan input, ElementSpan output) {
 }
 
 void LinksTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
-  CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
-  call.root = root;
-  run(call, {.output = data});
+  run(next_call(CollectiveKind::reduce, op, data.dtype, data.count, root), {.output = data});
 }
 
 void LinksTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
-  CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
-  call.root = root;
-  run(call, {.input = input, .output = output});
+  run(next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count, root),
+      {.input = input, .output = output});
 }
 
 void LinksTransport::do_scatter(ConstElementSpan input, ElementSpan output, int root) {
-  CollectiveCall call =
-      next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
-  call.root = root;
-  run(call, {.input = input, .output = output});
+  run(next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count, root),
+      {.input = input, .output = output});
 }
 
 void LinksTransport::do_all_gather_v(ConstElementSpan input, ElementSpan output,

@@ -77,7 +77,6 @@ class LinksTransport : public Transport {
   void do_barrier() final;
 
  private:
-  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
   // Which ways this group's collectives can go: the network only, shared
   // memory only (every rank on one host), or both (hierarchical).
   Path route() const;
@@ -89,7 +88,6 @@ class LinksTransport : public Transport {
   void check_on_host(const CollectiveCall& call);
 
   const Tuning tuning_;
-  std::uint64_t sequence_ = 0;
   std::uint64_t setup_sequence_ = 0;  // set-up's own calls, numbered apart
   std::unique_ptr<SameHost> same_host_;
   ChoiceLog choices_;

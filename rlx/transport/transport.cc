@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "rlx/transport/collective_call.h"
 #include "rlx/transport/mailbox.h"
 
 namespace rlx {
@@ -96,6 +97,16 @@ Request Transport::submit_collective(const RecordedCall& call, std::function<voi
     CollectiveScope running(*this, call.operation);
     run_recorded(record_group_, call, recorded_collectives_++, work);
   });
+}
+
+CollectiveCall Transport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
+                                    std::uint64_t count, int root) {
+  return {.kind = kind,
+          .op = op,
+          .dtype = dtype,
+          .count = count,
+          .sequence = calls_numbered_++,
+          .root = root};
 }
 
 void Transport::stop_background_work() {

@@ -55,6 +55,8 @@
 namespace rlx {
 
 enum class ReduceOp : std::uint8_t { sum, prod, min, max };
+enum class CollectiveKind : std::uint8_t;  // collective_call.h
+struct CollectiveCall;
 std::string_view name_of(ReduceOp op);
 
 // Elements of one dtype that a collective reads.
@@ -412,6 +414,11 @@ class Transport {
   // exchanges addresses over this group does so with every rank.
   virtual std::shared_ptr<Transport> do_split(const SplitPlan& plan) = 0;
 
+  // This group's next collective as every rank describes it: every rank's
+  // n-th call is numbered n, which each backend checks across ranks.
+  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count,
+                           int root = -1);
+
   // First in every backend's destructor, while the backend still works:
   // non-blocking operations not yet started fail, the running ones finish.
   void stop_background_work();
@@ -562,6 +569,7 @@ class Transport {
   PointToPointStream p2p_stream_;   // isend
   PostedReceives posted_receives_;  // irecv
   std::uint64_t splits_ = 0;
+  std::uint64_t calls_numbered_ = 0;  // next_call
   // This group in the flight recorder, and its calls so far there.
   std::uint32_t record_group_ = 0;
   std::uint64_t recorded_collectives_ = 0;  // counted under CollectiveScope

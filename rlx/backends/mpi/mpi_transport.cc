@@ -290,11 +290,6 @@ std::optional<std::size_t> MpiTransport::do_try_recv_bytes_into(int from, Tag ta
   return place_or_keep(from, tag, std::move(*message), into, element);
 }
 
-CollectiveCall MpiTransport::next_call(CollectiveKind kind, ReduceOp op, Dtype dtype,
-                                       std::uint64_t count) {
-  return {.kind = kind, .op = op, .dtype = dtype, .count = count, .sequence = sequence_++};
-}
-
 void MpiTransport::agree_on(const CollectiveCall& call) {
   CallRecord::process().note_choice("open_mpi", "mpi");
   if (log_enabled(LogLevel::debug)) {

@@ -110,8 +110,6 @@ class MpiTransport final : public Transport, private Releasable {
   void answer_probes();
   std::vector<int> silent_peers(std::chrono::milliseconds patience);
 
-  // The next collective's signature (every rank numbers its calls alike).
-  CollectiveCall next_call(CollectiveKind kind, ReduceOp op, Dtype dtype, std::uint64_t count);
   // Runs the cell prepared for `call` through MPI_Allreduce (call_agreement.h)
   // and throws ErrorKind::mismatch, on every rank, unless every rank made it.
   void agree_on(const CollectiveCall& call);
@@ -148,7 +146,6 @@ class MpiTransport final : public Transport, private Releasable {
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<MPI_Comm> probe_comm_{MPI_COMM_NULL};  // set once the transport is up
   CallAgreement agreement_;
-  std::uint64_t sequence_ = 0;                   // collectives run so far
   ChoiceLog choices_;                            // what the debug log said
   std::vector<int> counts_int_, displacements_;  // the _v collectives', reused
 

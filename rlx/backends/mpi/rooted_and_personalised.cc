@@ -30,8 +30,7 @@ void MpiTransport::agree_on_rooted(const CollectiveCall& call) {
 void MpiTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
   check_usable("reduce");
   p2p_->reap_sends();
-  CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count);
-  call.root = root;
+  const CollectiveCall call = next_call(CollectiveKind::reduce, op, data.dtype, data.count, root);
   agree_on_rooted(call);
   if (data.count > piece_elements_[static_cast<std::size_t>(data.dtype)]) {
     throw CollectiveError(ErrorKind::invalid_argument, site(call.describe()),
@@ -49,8 +48,8 @@ void MpiTransport::do_reduce(ElementSpan data, ReduceOp op, int root) {
 void MpiTransport::do_gather(ConstElementSpan input, ElementSpan output, int root) {
   check_usable("gather");
   p2p_->reap_sends();
-  CollectiveCall call = next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count);
-  call.root = root;
+  const CollectiveCall call =
+      next_call(CollectiveKind::gather, ReduceOp::sum, input.dtype, input.count, root);
   agree_on_rooted(call);
   const std::size_t block = input.bytes();
   if (block > options_.max_message_bytes) {
@@ -70,9 +69,8 @@ void MpiTransport::do_gather(ConstElementSpan input, ElementSpan output, int roo
 void MpiTransport::do_scatter(ConstElementSpan input, ElementSpan output, int root) {
   check_usable("scatter");
   p2p_->reap_sends();
-  CollectiveCall call =
-      next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count);
-  call.root = root;
+  const CollectiveCall call =
+      next_call(CollectiveKind::scatter, ReduceOp::sum, output.dtype, output.count, root);
   agree_on_rooted(call);
   const std::size_t block = output.bytes();
   if (block > options_.max_message_bytes) {
@@ -92,8 +90,8 @@ void MpiTransport::do_scatter(ConstElementSpan input, ElementSpan output, int ro
 void MpiTransport::do_broadcast(ElementSpan data, int root) {
   check_usable("broadcast");
   p2p_->reap_sends();
-  CollectiveCall call = next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count);
-  call.root = root;
+  const CollectiveCall call =
+      next_call(CollectiveKind::broadcast, ReduceOp::sum, data.dtype, data.count, root);
   agree_on_rooted(call);
   auto* bytes = static_cast<std::byte*>(data.data);
   for (std::size_t offset = 0; offset < data.bytes(); offset += options_.max_message_bytes) {
