@@ -54,6 +54,10 @@ FrameHeader collective_header(const CollectiveCall& call, std::uint32_t step, st
 // The call a collective header announces.
 CollectiveCall call_of(const FrameHeader& header);
 
+// An abort's text is cut to this length: it fits one eager verbs packet, and
+// a receiver refuses a longer one as a protocol violation.
+inline constexpr std::size_t kMaxAbortTextBytes = 4000;
+
 // The header of the abort that passes `error` on to the other ranks,
 // blaming the rank the error names (its peer, else `self`, the sender).
 FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t length);

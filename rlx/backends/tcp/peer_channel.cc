@@ -16,9 +16,6 @@ namespace rlx::tcp {
 
 namespace {
 
-// An abort message longer than this is a protocol violation.
-constexpr std::uint64_t kMaxAbortBytes = 64 * 1024;
-
 // Bytes read per turn at most: a peer that streams without pause must not
 // keep the progress thread from its other connections, nor a spinning
 // receiver from its deadline. What is left is reported again at once.
@@ -142,7 +139,7 @@ struct PeerChannel::Reader {
       case wire::FrameKind::message:
         return on_message_header(h);
       case wire::FrameKind::abort:
-        if (h.length > kMaxAbortBytes) return violation("oversized abort message");
+        if (h.length > wire::kMaxAbortTextBytes) return violation("oversized abort message");
         return expect_payload(h);
       case wire::FrameKind::close:
         ended = true;  // nothing may follow a close

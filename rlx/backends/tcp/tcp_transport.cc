@@ -165,23 +165,9 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::close_gracefully() {
   if (!links_) return;
-  // A rank that stops because a peer failed passes the cause on first, so
-  // ranks still waiting on it report that failure rather than a lost peer.
-  std::optional<CollectiveError> heard;
-  {
-    std::lock_guard lock(closed_mutex_);
-    heard = heard_failure_;
-  }
-  if (heard) send_abort(*heard);
-  const Deadline deadline = Clock::now() + std::chrono::seconds(1);
+  relay_.say_goodbye();
   for (auto& channel : channels_) {
-    if (!channel) continue;
-    try {
-      channel->send({.kind = wire::FrameKind::close}, {}, deadline, -1);
-    } catch (const IoError&) {
-      // The peer is gone already; nothing to tell it.
-    }
-    channel->shutdown_send();
+    if (channel) channel->shutdown_send();
   }
   links_->shutdown_send();
   // Wait briefly for the peers' own close, so we do not reset connections
@@ -204,26 +190,21 @@ void TcpTransport::close_gracefully() {
 std::uint16_t TcpTransport::listen_port() const { return listener_->port(); }
 
 void TcpTransport::fail(const CollectiveError& error, bool tell_peers) {
-  if (!latch_.trip(std::make_exception_ptr(error))) return;
-  mailbox_.fail(-1, std::make_exception_ptr(error));
-  {
-    std::lock_guard lock(closed_mutex_);
-    if (!tell_peers) heard_failure_ = error;
-  }
+  if (!relay_.trip(error, !tell_peers)) return;
+  { std::lock_guard lock(closed_mutex_); }  // a close waiting on closed_cv_ sees the latch
   closed_cv_.notify_all();
-  if (tell_peers) send_abort(error);
+  if (tell_peers) relay_.tell_peers(error);
 }
 
-void TcpTransport::send_abort(const CollectiveError& error) {
-  const std::string text = error.what();
+void TcpTransport::send_to_peers(const wire::FrameHeader& header,
+                                 std::span<const std::byte> payload) {
   const Deadline deadline = Clock::now() + std::chrono::seconds(1);
   for (auto& channel : channels_) {
     if (!channel) continue;
     try {
-      channel->send(wire::abort_header(error, rank(), text.size()), std::as_bytes(std::span(text)),
-                    deadline, -1);
+      channel->send(header, payload, deadline, -1);
     } catch (const IoError&) {
-      // That peer is gone; the others still hear about it.
+      // That peer is gone; the others still hear.
     }
   }
 }

@@ -22,6 +22,7 @@
 #include "rlx/backends/tcp/peer_channel.h"
 #include "rlx/collectives/links_transport.h"
 #include "rlx/transport/failure_latch.h"
+#include "rlx/transport/failure_relay.h"
 #include "rlx/transport/launch_env.h"
 #include "rlx/transport/mailbox.h"
 #include "rlx/transport/subgroup_setup.h"
@@ -69,7 +70,8 @@ class TcpTransport final : public LinksTransport {
   // Records the failure; `tell_peers` sends it to every other rank first. A
   // failure heard from a peer is passed on only at close (close_gracefully).
   void fail(const CollectiveError& error, bool tell_peers);
-  void send_abort(const CollectiveError& error);
+  // FailureRelay's way out: one frame to every connected peer.
+  void send_to_peers(const wire::FrameHeader& header, std::span<const std::byte> payload);
   // Pings every peer and names those whose progress thread does not answer
   // within a second (stopped or hung processes); for timeout messages.
   std::string describe_silent_peers();
@@ -80,6 +82,10 @@ class TcpTransport final : public LinksTransport {
   MeshSpec spec_;
   FailureLatch latch_;
   Mailbox mailbox_;
+  FailureRelay relay_{rank(), latch_, mailbox_,
+                      [this](const wire::FrameHeader& header, std::span<const std::byte> payload) {
+                        send_to_peers(header, payload);
+                      }};
   std::unique_ptr<Io> io_;
   std::unique_ptr<Listener> listener_;
   std::unique_ptr<ChannelPoller> poller_;               // watches the channels
@@ -87,7 +93,6 @@ class TcpTransport final : public LinksTransport {
   std::unique_ptr<LaneLinks> links_;
   std::mutex closed_mutex_;
   std::condition_variable closed_cv_;
-  std::optional<CollectiveError> heard_failure_;  // guarded by closed_mutex_
 };
 
 }  // namespace rlx::tcp

@@ -122,26 +122,17 @@ Engine::Peer& Engine::peer(int rank, std::string_view operation) {
 }
 
 void Engine::fail(const CollectiveError& error, bool tell_peers) {
-  const auto pointer = std::make_exception_ptr(error);
-  if (!latch_.trip(pointer)) return;
-  mailbox_.fail(-1, pointer);
+  if (!relay_.trip(error, !tell_peers)) return;
   ++mailbox_events_;
   progressed_.notify_all();
-  if (tell_peers) {
-    post_abort(error);
-  } else {
-    heard_failure_ = error;
-  }
+  if (tell_peers) relay_.tell_peers(error);
 }
 
-void Engine::post_abort(const CollectiveError& error) {
-  const std::string text = error.what();
-  const auto bytes = std::as_bytes(std::span(text.data(), std::min(text.size(), kEagerPayload)));
+void Engine::post_to_peers(const wire::FrameHeader& header, std::span<const std::byte> payload) {
   for (auto& owned : peers_) {
     Peer& p = *owned;
     if (!p.ready || p.closed || !can_post_eager(p, true)) continue;
-    post_eager(p, PacketType::frame, wire::abort_header(error, spec_.rank, bytes.size()), bytes,
-               true);
+    post_eager(p, PacketType::frame, header, payload, true);
   }
 }
 
@@ -158,16 +149,7 @@ void Engine::fail_and_throw(const CollectiveError& error, bool tell_peers) {
 void Engine::close() {
   Caller caller(*this);
   closing_ = true;
-  // A rank that stops because a peer failed passes the cause on before its
-  // close: ranks still waiting on this one then report the failure itself,
-  // not a lost peer (its close can overtake the first abort on their links).
-  if (heard_failure_) post_abort(*heard_failure_);
-  for (auto& owned : peers_) {
-    Peer& p = *owned;
-    if (p.ready && !p.closed && can_post_eager(p, true)) {
-      post_eager(p, PacketType::frame, {.kind = wire::FrameKind::close}, {}, true);
-    }
-  }
+  relay_.say_goodbye();
   // Wait briefly for the peers' own close, so none of them mistakes our
   // disconnect for a crash while it still finishes its last receives.
   try {

@@ -37,6 +37,7 @@
 #include "rlx/collectives/links.h"
 #include "rlx/transport/bounded_spin.h"
 #include "rlx/transport/failure_latch.h"
+#include "rlx/transport/failure_relay.h"
 #include "rlx/transport/mailbox.h"
 #include "rlx/transport/socket_io.h"
 
@@ -139,10 +140,11 @@ class Engine {
   Peer& peer(int rank, std::string_view operation);
   ErrorSite site(std::string_view operation, int peer = -1, std::string sizes = {}) const;
   // Records the transport's first fatal error; `tell_peers` sends it to every
-  // other rank first (an abort). A failure heard from a peer is told to the
-  // others only at close (see close()). Lock held.
+  // other rank (an abort). A failure heard from a peer is told to the others
+  // only at close (FailureRelay). Lock held.
   void fail(const CollectiveError& error, bool tell_peers);
-  void post_abort(const CollectiveError& error);
+  // FailureRelay's way out: one eager frame to every connected peer. Lock held.
+  void post_to_peers(const wire::FrameHeader& header, std::span<const std::byte> payload);
   void violation(Peer& p, const std::string& what);
   [[noreturn]] void fail_and_throw(const CollectiveError& error, bool tell_peers);
   std::string pending_description() const;
@@ -153,6 +155,10 @@ class Engine {
   Device& device_;
   Mailbox& mailbox_;
   FailureLatch& latch_;
+  FailureRelay relay_{spec_.rank, latch_, mailbox_,
+                      [this](const wire::FrameHeader& header, std::span<const std::byte> payload) {
+                        post_to_peers(header, payload);
+                      }};
   std::unique_ptr<RegisteredMemory> local_;  // receive, send and staging buffers
   std::unique_ptr<RegisteredMemory> ring_;   // remote-writable ring slots
   std::vector<std::unique_ptr<Peer>> peers_;
@@ -162,8 +168,7 @@ class Engine {
   std::condition_variable progressed_;
   std::vector<SendState> sends_;  // the current collective step's, reused
   bool closing_ = false;
-  std::optional<CollectiveError> heard_failure_;  // tripped the latch, not yet passed on
-  std::uint64_t mailbox_events_ = 0;              // deliveries and failures, for receivers
+  std::uint64_t mailbox_events_ = 0;  // deliveries and failures, for receivers
 
   std::thread thread_;
   std::atomic<bool> stopping_{false};

@@ -28,6 +28,7 @@ namespace engine_detail {
 // Eager buffers: a header and up to kEagerPayload bytes of a message.
 inline constexpr std::size_t kEagerBytes = 4096;
 inline constexpr std::size_t kEagerPayload = kEagerBytes - kPacketHeaderBytes;
+static_assert(wire::kMaxAbortTextBytes <= kEagerPayload, "an abort fits one eager packet");
 // Receive buffers per peer: kRecvCredits for data (SENDs and ring chunks, both
 // consume one), the rest for control messages (credits, abort, close), which
 // need no credit. Control messages in flight are bounded by the ring slots
