@@ -5,8 +5,6 @@
 #include <mutex>
 #include <vector>
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rlx/init.h"
@@ -35,20 +33,6 @@ std::string this_host() {
   return name.data();
 }
 
-// A port nobody listens on now (torchrun picks its own the same way).
-int free_port() {
-  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  socklen_t length = sizeof address;
-  auto* generic = reinterpret_cast<sockaddr*>(&address);
-  if (fd.get() < 0 || bind(fd.get(), generic, sizeof address) != 0 ||
-      getsockname(fd.get(), generic, &length) != 0) {
-    throw Error(std::string("no free port for torch's store: ") + std::strerror(errno));
-  }
-  return ntohs(address.sin_port);
-}
-
 // Rank 0's address as the others reach it.
 std::string master_address(const std::vector<std::string>& hosts) {
   if (auto configured = configured_address(launch_env::from_process_environment()))
@@ -71,7 +55,11 @@ std::map<std::string, std::string> torch_environment() {
   std::vector<std::string> hosts;
   for (const Field& name : names) hosts.emplace_back(name.data());
   Field master{};
-  if (rank == 0) master = field_of(master_address(hosts) + ":" + std::to_string(free_port()));
+  if (rank == 0) {
+    const auto port = unused_port("0.0.0.0");
+    if (!port) throw Error("no free port for torch's store on this host");
+    master = field_of(master_address(hosts) + ":" + std::to_string(*port));
+  }
   world->broadcast(ElementSpan{master.data(), kFieldBytes, Dtype::u8}, 0);
   const HostPort at = parse_host_port(master.data(), "rank 0's address for torch's store");
   int local_rank = 0;

@@ -228,4 +228,26 @@ std::string listen_address_for(const std::string& advertised, bool chosen) {
   return advertised.find(':') != std::string::npos ? "::" : "0.0.0.0";
 }
 
+std::optional<std::uint16_t> unused_port(const std::string& numeric_address) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(numeric_address.c_str(), "0", &hints, &found) != 0) return std::nullopt;
+  std::optional<std::uint16_t> port;
+  const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_storage bound{};
+  socklen_t length = sizeof bound;
+  if (fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) == 0) {
+    port =
+        ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port
+                                          : reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  }
+  if (fd >= 0) close(fd);
+  freeaddrinfo(found);
+  return port;
+}
+
 }  // namespace rlx

@@ -61,4 +61,10 @@ bool is_loopback_address(const std::string& numeric_address);
 // or "::"), since names, and addresses of other hosts (NAT), bind nowhere.
 std::string listen_address_for(const std::string& advertised, bool chosen);
 
+// A TCP port nothing listens on at `numeric_address` now ("0.0.0.0" or "::"
+// for every address of a family): the kernel's pick for a socket bound to
+// port 0, released at once. Another process may take it before the caller
+// binds it, as with torchrun's own pick. Empty when the address binds nowhere.
+std::optional<std::uint16_t> unused_port(const std::string& numeric_address);
+
 }  // namespace rlx

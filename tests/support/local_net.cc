@@ -3,21 +3,12 @@
 #include <cstdio>
 #include <cstring>
 
-#include <netinet/in.h>
-#include <unistd.h>
+#include "rlx/transport/endpoint.h"
 
 namespace rlx::testing {
 
 std::uint16_t free_port(int family) {
-  const int fd = ::socket(family, SOCK_STREAM, 0);
-  sockaddr_storage address{};
-  socklen_t length = family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-  address.ss_family = static_cast<sa_family_t>(family);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&address)->sin6_port
-                                  : reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+  return unused_port(family == AF_INET6 ? "::" : "0.0.0.0").value();
 }
 
 std::vector<std::string> listening_sockets_matching(const std::string& needle) {
