@@ -63,9 +63,7 @@ QueuedWork::QueuedWork(int rank, c10d::OpType type, const char* title,
     : Work(rank, type, title),
       run_(std::move(run)),
       outputs_(std::move(outputs)),
-      future_(
-          c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
 void QueuedWork::run() {
   try {
