@@ -21,7 +21,8 @@
 
 namespace rlx::wire {
 
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// 2: the frame header carries the call as call_codec.h encodes it.
+inline constexpr std::uint16_t kProtocolVersion = 2;
 
 struct Hello {
   std::uint32_t world_size = 0;
