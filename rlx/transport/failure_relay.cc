@@ -1,7 +1,7 @@
 #include "rlx/transport/failure_relay.h"
 
-#include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace rlx {
@@ -21,11 +21,23 @@ bool FailureRelay::trip(const CollectiveError& error, bool heard_from_peer) {
   return true;
 }
 
+namespace {
+
+// An error's text within `limit` bytes: a long one loses its middle, so
+// that what failed (the start) and what to check (the end) both arrive.
+std::string within(std::string text, std::size_t limit) {
+  if (text.size() <= limit) return text;
+  constexpr std::string_view kCut = " [...] ";
+  const std::size_t tail = limit / 4;
+  const std::size_t head = limit - tail - kCut.size();
+  return text.substr(0, head).append(kCut).append(text, text.size() - tail, tail);
+}
+
+}  // namespace
+
 void FailureRelay::tell_peers(const CollectiveError& error) {
-  const std::string text = error.what();
-  const auto bytes =
-      std::as_bytes(std::span(text.data(), std::min(text.size(), wire::kMaxAbortTextBytes)));
-  send_to_peers_(wire::abort_header(error, rank_, bytes.size()), bytes);
+  const std::string text = within(error.what(), wire::kMaxAbortTextBytes);
+  send_to_peers_(wire::abort_header(error, rank_, text.size()), std::as_bytes(std::span(text)));
 }
 
 void FailureRelay::say_goodbye() {
