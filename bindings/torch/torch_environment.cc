@@ -57,7 +57,7 @@ std::map<std::string, std::string> torch_environment() {
   Field master{};
   if (rank == 0) {
     const auto port = unused_port("0.0.0.0");
-    if (!port) throw Error("no free port for torch's store on this host");
+    if (!port) throw Error("no free port for torch's store: binding a socket to 0.0.0.0 failed");
     master = field_of(master_address(hosts) + ":" + std::to_string(*port));
   }
   world->broadcast(ElementSpan{master.data(), kFieldBytes, Dtype::u8}, 0);

@@ -2,13 +2,17 @@
 
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include "rlx/transport/endpoint.h"
 
 namespace rlx::testing {
 
 std::uint16_t free_port(int family) {
-  return unused_port(family == AF_INET6 ? "::" : "0.0.0.0").value();
+  const std::string any = family == AF_INET6 ? "::" : "0.0.0.0";
+  const auto port = unused_port(any);
+  if (!port) throw std::runtime_error("free_port: no socket binds to " + any + " on this host");
+  return *port;
 }
 
 std::vector<std::string> listening_sockets_matching(const std::string& needle) {
