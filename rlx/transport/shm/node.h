@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "rlx/transport/call_codec.h"
 #include "rlx/transport/collective_call.h"
 #include "rlx/transport/shm/futex.h"
-#include "rlx/transport/call_codec.h"
 #include "rlx/transport/shm/ring.h"
 #include "rlx/transport/shm/segment.h"
 
