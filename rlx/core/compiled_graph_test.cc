@@ -4,9 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
-#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -354,7 +355,9 @@ TEST(PlannedRun, SettingACarriedParameterLeavesOldHandlesAlone) {
 // steps that do not read it run here; a step that is not local waits for
 // it first; an error in the background reaches run().
 struct OverlapOps {
-  static inline std::atomic<bool> local_ran{false};
+  static inline std::atomic<bool> local_ran{false};  // set under `mutex`, announced on `ran`
+  static inline std::mutex mutex;
+  static inline std::condition_variable ran;
   static inline std::atomic<bool> background_done{false};
   static inline std::atomic<bool> background_saw_local{false};
   static inline std::atomic<bool> fail{false};
@@ -372,8 +375,9 @@ struct OverlapOps {
               [](std::span<const Primitive::BatchItem> items) {
                 // Waits up to 2 s for the local step after it: it only comes
                 // while this one is in flight if the two overlap.
-                for (int i = 0; expect_overlap.load() && i < 2000 && !local_ran.load(); ++i) {
-                  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                if (expect_overlap.load()) {
+                  std::unique_lock lock(mutex);
+                  ran.wait_for(lock, std::chrono::seconds(2), [] { return local_ran.load(); });
                 }
                 background_saw_local = local_ran.load();
                 for (const auto& item : items) {
@@ -387,7 +391,11 @@ struct OverlapOps {
     register_array_kernel("overlap_test.local", [](std::span<const Array> in, std::string_view) {
       return make_local_custom("overlap_test.local", in[0].shape(), in[0].dtype(), {in[0]},
                                [](std::span<const Array> inputs, Array& out) {
-                                 local_ran = true;
+                                 {
+                                   std::lock_guard lock(mutex);
+                                   local_ran = true;
+                                 }
+                                 ran.notify_all();
                                  std::memcpy(out.raw_mutable_data(), inputs[0].raw_data(),
                                              out.nbytes());
                                });
