@@ -33,22 +33,6 @@ def train(net, slice_of_batch):
     return [p.detach().clone() for p in net.parameters()]
 
 
-# Rank 0's start is every rank's after DDP's broadcast: shift the others'.
-start = copy.deepcopy(model)
-if r != 0:
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(1.0)
-on_rlx = train(DistributedDataParallel(copy.deepcopy(model)), mine)
-gloo = dist.new_group(backend="gloo")
-on_gloo = train(DistributedDataParallel(copy.deepcopy(model), process_group=gloo), mine)
-alone = train(copy.deepcopy(start), slice(None))
-
-for a, b, c in zip(on_rlx, on_gloo, alone):
-    assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
-    assert torch.allclose(a, c, atol=1e-5), (a - c).abs().max()
-
-
 # PowerSGD's hook: its callbacks start further all_reduces and wait for them.
 def with_power_sgd(group):
     net = DistributedDataParallel(copy.deepcopy(model), process_group=group)
@@ -58,7 +42,28 @@ def with_power_sgd(group):
     return net
 
 
-for a, b in zip(train(with_power_sgd(None), mine), train(with_power_sgd(gloo), mine)):
+# Rank 0's start is every rank's after DDP's broadcast: shift the others'.
+start = copy.deepcopy(model)
+if r != 0:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+# Gloo's runs come first. Torch 1.13's gloo runs a Future's Python callbacks
+# (PowerSGD's) on its own threads and takes the GIL once more after the
+# waiter has woken; if the interpreter is exiting by then, that thread
+# aborts the process ("terminate called without an active exception"). The
+# rlx runs after them wait with the GIL released, so those tails end first.
+gloo = dist.new_group(backend="gloo")
+on_gloo = train(DistributedDataParallel(copy.deepcopy(model), process_group=gloo), mine)
+power_sgd_on_gloo = train(with_power_sgd(gloo), mine)
+on_rlx = train(DistributedDataParallel(copy.deepcopy(model)), mine)
+power_sgd_on_rlx = train(with_power_sgd(None), mine)
+alone = train(copy.deepcopy(start), slice(None))
+
+for a, b, c in zip(on_rlx, on_gloo, alone):
+    assert torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
+    assert torch.allclose(a, c, atol=1e-5), (a - c).abs().max()
+for a, b in zip(power_sgd_on_rlx, power_sgd_on_gloo):
     assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
 assert not torch.allclose(on_rlx[0], list(start.parameters())[0]), "training changed nothing"
 print(f"rank {r} of {n}: ddp on rlx matches gloo and one process", flush=True)
