@@ -61,4 +61,26 @@ std::vector<HostPort> exchange_over(Transport& parent, const SplitPlan& plan,
   return table;
 }
 
+CollectiveError setup_failure(Transport& parent, const SplitPlan& plan, std::exception_ptr error) {
+  ErrorSite site = parent.site("split");
+  try {
+    std::rethrow_exception(error);
+  } catch (const CollectiveError& e) {
+    // A peer the new group lost or waited for is blamed by its rank in the
+    // parent; any other failure is this rank's own (the relay blames it).
+    const bool names_a_member =
+        e.rank() >= 0 && e.peer() >= 0 && e.peer() < static_cast<int>(plan.members.size()) &&
+        (e.kind() == ErrorKind::peer_lost || e.kind() == ErrorKind::timeout);
+    if (names_a_member) site.peer = plan.members[static_cast<std::size_t>(e.peer())];
+    return CollectiveError(e.kind(), std::move(site),
+                           "could not make its part of the new group: " + e.detail(), e.hint());
+  } catch (const std::exception& e) {
+    return CollectiveError(ErrorKind::resource_exhausted, std::move(site),
+                           std::string("could not make its part of the new group: ") + e.what());
+  } catch (...) {
+    return CollectiveError(ErrorKind::resource_exhausted, std::move(site),
+                           "could not make its part of the new group");
+  }
+}
+
 }  // namespace rlx

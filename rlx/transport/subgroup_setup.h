@@ -3,6 +3,7 @@
 // (instead of rlxrun's rendezvous).
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -17,6 +18,19 @@ namespace rlx {
 // How a starting transport learns every rank's endpoint from its own.
 using EndpointExchange = std::function<std::vector<HostPort>(const HostPort& mine)>;
 
+// What a starting transport checks while it waits for its peers' connections,
+// besides its deadline: it throws to end the set-up at once. A group that
+// split() makes ends so when its parent fails.
+using SetupWatch = std::function<void()>;
+
+// What split_as needs of the parent's backend besides its collectives.
+struct ParentFailure {
+  // Fails the parent with this rank's error and tells its other ranks.
+  std::function<void(const CollectiveError&)> fail;
+  // Throws the parent's failure, if any.
+  SetupWatch rethrow_if_failed;
+};
+
 // The parent's settings for the new group: its rank and size, and a job
 // token of its own (an HMAC of the parent's, the split's number and the
 // color), so its connections and shared memory are the new group's alone.
@@ -27,20 +41,36 @@ launch_env::LaunchEnv subgroup_env(const launch_env::LaunchEnv& parent, const Sp
 // rank order. Throws invalid_argument for a host name over 255 bytes.
 std::vector<HostPort> exchange_over(Transport& parent, const SplitPlan& plan, const HostPort& mine);
 
+// What split_as tells the parent's other ranks when this rank's part of the
+// new group failed with `error`: its kind, detail and hint, at this rank's
+// split in the parent, blaming a peer only by its rank in the parent.
+CollectiveError setup_failure(Transport& parent, const SplitPlan& plan, std::exception_ptr error);
+
 // split() for a backend whose groups are new transports of its own kind
-// (TCP, verbs): `Backend(env, listen_at, exchange)` starts the new group
-// with its endpoints exchanged over `parent`. A rank the split leaves out
-// (plan.rank < 0) still takes part in the exchange, and gets no group.
+// (TCP, verbs): `Backend(env, listen_at, exchange, watch)` starts the new
+// group with its endpoints exchanged over `parent`, and ends its connection
+// waits when the parent fails. A rank the split leaves out (plan.rank < 0)
+// still takes part in the exchange, and gets no group. A rank that cannot
+// make its part (out of descriptors, a peer gone) fails the parent, so the
+// other members leave their waits at once with its error instead of timing
+// out; a transport that failed in a collective is not used again.
 template <class Backend>
 std::shared_ptr<Transport> split_as(Transport& parent, const launch_env::LaunchEnv& parent_env,
-                                    const SplitPlan& plan, const std::string& listen_at) {
+                                    const SplitPlan& plan, const std::string& listen_at,
+                                    const ParentFailure& parent_failure) {
   if (plan.rank < 0) {
     exchange_over(parent, plan, {});
     return nullptr;
   }
-  return std::make_shared<Backend>(
-      subgroup_env(parent_env, plan), listen_at,
-      [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); });
+  try {
+    return std::make_shared<Backend>(
+        subgroup_env(parent_env, plan), listen_at,
+        [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); },
+        parent_failure.rethrow_if_failed);
+  } catch (...) {
+    parent_failure.fail(setup_failure(parent, plan, std::current_exception()));
+    throw;
+  }
 }
 
 }  // namespace rlx

@@ -1,5 +1,6 @@
 #include "rlx/backends/tcp/mesh.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 
@@ -238,12 +239,24 @@ Listener::~Listener() {
 
 std::uint16_t Listener::port() const { return impl_->acceptor.local_endpoint().port(); }
 
-std::vector<std::vector<UniqueFd>> Listener::wait_for_peers(Deadline deadline) {
+std::vector<std::vector<UniqueFd>> Listener::wait_for_peers(Deadline deadline,
+                                                            const std::function<void()>& watch) {
+  constexpr auto kWatchEvery = std::chrono::milliseconds(10);
   std::unique_lock lock(impl_->mutex);
   const ErrorSite site{
       .rank = impl_->spec.rank, .world_size = impl_->spec.world_size, .operation = "connect"};
-  const bool done = impl_->changed.wait_until(
-      lock, deadline, [this] { return impl_->complete() || impl_->accept_error != 0; });
+  const auto settled = [this] { return impl_->complete() || impl_->accept_error != 0; };
+  bool done = false;
+  while (!done && Clock::now() < deadline) {
+    done = impl_->changed.wait_until(
+        lock, watch ? std::min<Deadline>(deadline, Clock::now() + kWatchEvery) : deadline, settled);
+    if (!done && watch) {
+      lock.unlock();
+      watch();
+      lock.lock();
+    }
+  }
+  done = done || settled();
   if (!impl_->complete() && impl_->accept_error != 0) {
     throw out_of_descriptors(site, "a connection from ranks " + impl_->missing_description(),
                              impl_->accept_error);

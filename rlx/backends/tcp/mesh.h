@@ -6,6 +6,7 @@
 // with the handshake of handshake.h.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,8 +44,10 @@ class Listener {
   std::uint16_t port() const;
   // Waits for every connection from the ranks above this one. Returns them as
   // [peer][connection]; entries for ranks at or below this one are empty.
-  // Throws CollectiveError (timeout) naming the ranks that never connected.
-  std::vector<std::vector<UniqueFd>> wait_for_peers(Deadline deadline);
+  // Throws CollectiveError (timeout) naming the ranks that never connected,
+  // or what `watch` throws (it is called every few milliseconds).
+  std::vector<std::vector<UniqueFd>> wait_for_peers(Deadline deadline,
+                                                    const std::function<void()>& watch = {});
 
  private:
   struct Impl;

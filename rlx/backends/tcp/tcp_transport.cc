@@ -71,8 +71,9 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env) : TcpTransport(env,
 }
 
 TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
-                           const EndpointExchange& exchange)
+                           const EndpointExchange& exchange, SetupWatch watch)
     : TcpTransport(env, Unconnected{}) {
+  setup_watch_ = std::move(watch);
   const std::vector<HostPort> table = exchange(listen(host, 0));
   // The exchange has its own deadline (a store's, PMIx's), and ends when the
   // last rank joins it: the connections' deadline starts then.
@@ -102,7 +103,10 @@ void TcpTransport::join(const std::vector<HostPort>& table, Deadline deadline) {
 }
 
 std::shared_ptr<Transport> TcpTransport::do_split(const SplitPlan& plan) {
-  return split_as<TcpTransport>(*this, env_, plan, host_);
+  return split_as<TcpTransport>(
+      *this, env_, plan, host_,
+      {.fail = [this](const CollectiveError& e) { fail(e, true); },
+       .rethrow_if_failed = [this] { latch_.rethrow_if_tripped(site("split")); }});
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
@@ -114,7 +118,7 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
           connect_to_peer(table[static_cast<std::size_t>(peer)], peer, index, spec_, deadline));
     }
   }
-  auto inbound = listener_->wait_for_peers(deadline);
+  auto inbound = listener_->wait_for_peers(deadline, setup_watch_);
   for (std::size_t peer = static_cast<std::size_t>(rank()) + 1; peer < n; ++peer) {
     connections[peer] = std::move(inbound[peer]);
   }

@@ -34,9 +34,10 @@ class TcpTransport final : public LinksTransport {
   // Joins the job described by `env` (rendezvous, listen, connect).
   explicit TcpTransport(const launch_env::LaunchEnv& env);
   // A group split() made: listens on `host` and learns its peers' endpoints
-  // through `exchange` (over the parent group) instead of the rendezvous.
+  // through `exchange` (over the parent group) instead of the rendezvous;
+  // `watch` ends the wait for their connections early (split_as).
   TcpTransport(const launch_env::LaunchEnv& env, const std::string& host,
-               const EndpointExchange& exchange);
+               const EndpointExchange& exchange, SetupWatch watch = {});
   ~TcpTransport() override;
 
   // Where this rank listens (for tests and diagnostics).
@@ -78,7 +79,8 @@ class TcpTransport final : public LinksTransport {
   void close_gracefully();
 
   launch_env::LaunchEnv env_;
-  std::string host_;  // what this rank advertises, for the groups split() makes
+  SetupWatch setup_watch_;  // while connecting: a split's parent failed
+  std::string host_;        // what this rank advertises, for the groups split() makes
   MeshSpec spec_;
   FailureLatch latch_;
   Mailbox mailbox_;

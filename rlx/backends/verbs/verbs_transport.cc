@@ -25,13 +25,13 @@ VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env)
 }
 
 VerbsTransport::VerbsTransport(const launch_env::LaunchEnv& env, const std::string& address,
-                               const EndpointExchange& exchange)
+                               const EndpointExchange& exchange, SetupWatch watch)
     : LinksTransport(env, "verbs"), mailbox_(env.unexpected_bytes_cap) {
   try {
     open_device(env, address, /*may_fall_back=*/false);
     const auto table = exchange({this->address(), port()});
     // The exchange has its own deadline; the connections' starts after it.
-    join(env, table, Clock::now() + env.connect_timeout);
+    join(env, table, Clock::now() + env.connect_timeout, watch);
   } catch (...) {
     tear_down_same_host();
     tear_down();
@@ -118,13 +118,13 @@ void VerbsTransport::open_device(const launch_env::LaunchEnv& env, std::string a
 }
 
 void VerbsTransport::join(const launch_env::LaunchEnv& env, const std::vector<HostPort>& table,
-                          Deadline deadline) {
+                          Deadline deadline, const SetupWatch& watch) {
   log_lazily(LogLevel::info, [&] {
     return "verbs over " + device_->name() + " at " + address() + ", port " +
            std::to_string(port()) + ": one RC queue pair to each of " +
            std::to_string(world_size() - 1) + " peers";
   });
-  connect_mesh(table, deadline);
+  connect_mesh(table, deadline, watch);
   ConnectionManager& cm = *cm_;
   Engine& engine = *engine_;
   engine.start(cm.event_fd(), [&cm] { cm.handle_events(); });
@@ -138,14 +138,19 @@ void VerbsTransport::join(const launch_env::LaunchEnv& env, const std::vector<Ho
 }
 
 std::shared_ptr<Transport> VerbsTransport::do_split(const SplitPlan& plan) {
-  return split_as<VerbsTransport>(*this, env_, plan, address());
+  return split_as<VerbsTransport>(
+      *this, env_, plan, address(),
+      {.fail = [this](const CollectiveError& e) { engine_->report_failure(e); },
+       .rethrow_if_failed = [this] { latch_.rethrow_if_tripped(site("split")); }});
 }
 
-void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
+void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline,
+                                  const SetupWatch& watch) {
   ConnectionManager& cm = *cm_;
   engine_->run_locked([&] { cm.start_connecting(table); });
   while (!cm.mesh_complete()) {
     latch_.rethrow_if_tripped();
+    if (watch) watch();
     if (Clock::now() >= deadline) {
       throw CollectiveError(
           ErrorKind::timeout, site("connect"),

@@ -24,9 +24,10 @@ class VerbsTransport final : public LinksTransport {
   // registers it with the rendezvous and connects to every rank.
   explicit VerbsTransport(const launch_env::LaunchEnv& env);
   // A group split() made: on the parent's `address`, learning its peers'
-  // endpoints through `exchange` (over the parent) instead of the rendezvous.
+  // endpoints through `exchange` (over the parent) instead of the rendezvous;
+  // `watch` ends the wait for their connections early (split_as).
   VerbsTransport(const launch_env::LaunchEnv& env, const std::string& address,
-                 const EndpointExchange& exchange);
+                 const EndpointExchange& exchange, SetupWatch watch = {});
   ~VerbsTransport() override;
 
   // The address and rdma_cm port this rank listens on, and its device.
@@ -47,12 +48,12 @@ class VerbsTransport final : public LinksTransport {
   // the first active port when no device serves it and nothing was asked for).
   void open_device(const launch_env::LaunchEnv& env, std::string address, bool may_fall_back);
   // Connects to every peer of `table`, starts the engine, sets up shared memory.
-  void join(const launch_env::LaunchEnv& env, const std::vector<HostPort>& table,
-            Deadline deadline);
+  void join(const launch_env::LaunchEnv& env, const std::vector<HostPort>& table, Deadline deadline,
+            const SetupWatch& watch = {});
   std::shared_ptr<Transport> do_split(const SplitPlan& plan) override;
   std::string choose_address(const launch_env::LaunchEnv& env, const DeviceSettings& settings,
                              int coordinator_fd);
-  void connect_mesh(const std::vector<HostPort>& table, Deadline deadline);
+  void connect_mesh(const std::vector<HostPort>& table, Deadline deadline, const SetupWatch& watch);
   // Tears down in the order the verbs objects need: queue pairs, memory,
   // CQ and PD, then the listening id and event channel.
   void tear_down() noexcept;
