@@ -58,6 +58,10 @@ struct SweepOptions {
   int max_iters = 2000;
   int warmup = 3;
   bool csv = false;
+  // New input before every timed call (untimed), and the call's result
+  // checked after it: no buffer stays warm in the caches from the call
+  // before, and a stale result counts as wrong (#wrong).
+  bool vary_data = false;
   std::string label;  // the system's name in the output, e.g. "rlx-tcp"
 };
 
@@ -96,7 +100,8 @@ inline Op parse_op(std::string_view text) {
   std::exit(2);
 }
 
-// --op, --min-bytes/-b, --max-bytes/-e, --factor/-f, --seconds, --iters, --warmup, --csv, --label.
+// --op, --min-bytes/-b, --max-bytes/-e, --factor/-f, --seconds, --iters, --warmup, --csv,
+// --vary-data, --label.
 inline SweepOptions parse_sweep_options(int argc, char** argv, const char* default_label) {
   SweepOptions o;
   o.label = default_label;
@@ -125,6 +130,8 @@ inline SweepOptions parse_sweep_options(int argc, char** argv, const char* defau
       o.warmup = std::atoi(std::string(value()).c_str());
     } else if (arg == "--csv") {
       o.csv = true;
+    } else if (arg == "--vary-data") {
+      o.vary_data = true;
     } else if (arg == "--label") {
       o.label = value();
     } else {
@@ -132,7 +139,8 @@ inline SweepOptions parse_sweep_options(int argc, char** argv, const char* defau
                    "usage: %s [--op "
                    "all_sum|all_gather|barrier|sendrecv|broadcast|all_to_all|reduce|gather] [-b "
                    "MIN] [-e MAX] "
-                   "[-f FACTOR] [--seconds S] [--iters N] [--warmup N] [--csv] [--label L]\n",
+                   "[-f FACTOR] [--seconds S] [--iters N] [--warmup N] [--csv] [--vary-data] "
+                   "[--label L]\n",
                    argv[0]);
       std::exit(2);
     }
@@ -173,7 +181,8 @@ inline void print_header(const SweepOptions& o, int ranks) {
     std::printf("system,op,ranks,size,count,type,time_us,min_time_us,algbw_gbs,busbw_gbs,wrong\n");
     return;
   }
-  std::printf("# %s %s, %d ranks\n", o.label.c_str(), name_of(o.op), ranks);
+  std::printf("# %s %s, %d ranks%s\n", o.label.c_str(), name_of(o.op), ranks,
+              o.vary_data ? ", new data every call" : "");
   std::printf("#%12s %12s %6s %6s | %10s %10s %8s %8s %7s\n", "size", "count", "type", "redop",
               "time(us)", "min(us)", "algbw", "busbw", "#wrong");
 }

@@ -16,11 +16,15 @@
 // Per size: one verified run (#wrong), a warm-up, a probe that sizes the
 // iteration count to the time budget (agreed across ranks), then the timed
 // loop. Reported time is the slowest rank's mean per iteration. Buffers are
-// allocated once, at the largest size, and reused.
+// allocated once, at the largest size, and reused. With --vary-data every
+// timed call gets new input first (written outside the timing), and its
+// result's ends are checked after it (a stale one counts in #wrong).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "bench/sweep.h"
@@ -56,10 +60,13 @@ class Sweep {
       const long long wrong =
           kComputes ? static_cast<long long>(comm_.max(static_cast<double>(verify(size)))) : -1;
       for (int i = 0; i < o_.warmup; ++i) once(size);
+      stale_ = 0;
       const int iters = iterations_for(o_, comm_.max(time_iterations(size, 1)));
       const double mine = time_iterations(size, iters);
       const RankTimes times{.slowest = comm_.max(mine), .fastest = -comm_.max(-mine)};
-      if (comm_.rank() == 0) print_row(o_, comm_.size(), size, type(), times, wrong);
+      const long long stale =
+          kComputes && o_.vary_data ? static_cast<long long>(comm_.max(double(stale_))) : 0;
+      if (comm_.rank() == 0) print_row(o_, comm_.size(), size, type(), times, wrong + stale);
     }
   }
 
@@ -177,6 +184,7 @@ class Sweep {
   }
 
   double time_iterations(std::size_t size, int iters) {
+    if (o_.vary_data) return time_with_new_inputs(size, iters);
     comm_.barrier();
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) once(size);
@@ -185,9 +193,102 @@ class Sweep {
     return elapsed.count() / iters / (o_.op == Op::sendrecv ? 2.0 : 1.0);
   }
 
+  // Only the calls are timed: each rank's writes of the next input happen
+  // between them, as an application's compute would.
+  double time_with_new_inputs(std::size_t size, int iters) {
+    comm_.barrier();
+    std::chrono::duration<double> in_calls{0};
+    for (int i = 0; i < iters; ++i) {
+      const int call = calls_++;
+      write_input(size, call);
+      const auto start = std::chrono::steady_clock::now();
+      once(size);
+      in_calls += std::chrono::steady_clock::now() - start;
+      if constexpr (kComputes) stale_ += stale_ends(size, call);
+    }
+    return in_calls.count() / iters / (o_.op == Op::sendrecv ? 2.0 : 1.0);
+  }
+
+  // Call `call`'s value from rank `k` (of an all_to_all: for block k = r * n
+  // + j): whole numbers whose sums over 64 ranks are exact in float.
+  static float stamp(int call, int k) { return static_cast<float>((call % 128) * 1024 + k + 1); }
+  static unsigned char byte_stamp(int call, int rank) {
+    return static_cast<unsigned char>((call * 2 + rank) % 251 + 1);
+  }
+
+  void write_input(std::size_t size, int call) {
+    const int n = comm_.size(), r = comm_.rank();
+    const std::size_t block = per_rank(size);
+    switch (o_.op) {
+      case Op::barrier:
+        return;
+      case Op::sendrecv:
+        std::memset(data_.data(), byte_stamp(call, r), size);
+        return;
+      case Op::all_to_all:
+        for (int j = 0; j < n; ++j) {
+          std::fill_n(data_.begin() + static_cast<std::ptrdiff_t>(block) * j, block,
+                      stamp(call, r * n + j));
+        }
+        return;
+      case Op::all_gather:
+      case Op::gather:
+        std::fill_n(data_.begin(), block, stamp(call, r));
+        return;
+      default:
+        std::fill_n(data_.begin(), size / sizeof(float), stamp(call, r));
+        return;
+    }
+  }
+
+  // How many of the result's first and last elements (of each block) are
+  // not call `call`'s.
+  std::size_t stale_ends(std::size_t size, int call) const {
+    const int n = comm_.size(), r = comm_.rank();
+    const std::size_t count = size / sizeof(float), block = per_rank(size);
+    const auto ends_differ = [](const float* first, std::size_t length, float want) {
+      return std::size_t{first[0] != want} + std::size_t{first[length - 1] != want};
+    };
+    const auto blocks_differ = [&](int source_of_block_0, int step) {
+      std::size_t stale = 0;
+      for (int j = 0; j < n; ++j) {
+        stale += ends_differ(out_.data() + block * static_cast<std::size_t>(j), block,
+                             stamp(call, source_of_block_0 + step * j));
+      }
+      return stale;
+    };
+    float sum = 0;
+    for (int k = 0; k < n; ++k) sum += stamp(call, k);
+    switch (o_.op) {
+      case Op::all_sum:
+        return ends_differ(data_.data(), count, sum);
+      case Op::reduce:
+        return ends_differ(data_.data(), count, r == 0 ? sum : stamp(call, r));
+      case Op::broadcast:
+        return ends_differ(data_.data(), count, stamp(call, 0));
+      case Op::all_gather:
+        return blocks_differ(0, 1);
+      case Op::gather:
+        return r == 0 ? blocks_differ(0, 1) : 0;
+      case Op::all_to_all:
+        return blocks_differ(r, n);
+      case Op::sendrecv: {
+        if (r > 1) return 0;
+        const auto* in = reinterpret_cast<const unsigned char*>(out_.data());
+        const unsigned char want = byte_stamp(call, 1 - r);
+        return std::size_t{in[0] != want} + std::size_t{in[size - 1] != want};
+      }
+      case Op::barrier:
+        return 0;
+    }
+    return 0;
+  }
+
   Comm& comm_;
   SweepOptions o_;
   std::vector<float> data_, out_;
+  int calls_ = 0;          // --vary-data: calls made, each with its own input
+  std::size_t stale_ = 0;  // --vary-data: this size's results that were not their call's
 };
 
 }  // namespace rlx::bench
