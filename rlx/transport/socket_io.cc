@@ -171,7 +171,8 @@ int try_connect(const addrinfo& ai, Deadline deadline, const CongestionControl* 
 }  // namespace
 
 UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
-                            const CongestionControl* congestion) {
+                            const CongestionControl* congestion,
+                            const std::function<void()>& watch) {
   auto pause = std::chrono::milliseconds(10);
   std::string last_error = "no attempt made";
   do {
@@ -197,7 +198,12 @@ UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
     }
     const auto now = Clock::now();
     if (now >= deadline) break;
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+    const Deadline resume = std::min<Deadline>(now + pause, deadline);
+    for (auto left = resume - now; left > Clock::duration::zero(); left = resume - Clock::now()) {
+      if (watch) watch();
+      std::this_thread::sleep_for(
+          watch ? std::min<Clock::duration>(left, std::chrono::milliseconds(10)) : left);
+    }
     pause = std::min(pause * 2, std::chrono::milliseconds(500));
   } while (Clock::now() < deadline);
   throw IoError(IoError::Kind::timeout, "could not connect to " + target.to_string() +

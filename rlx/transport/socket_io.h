@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -75,9 +76,11 @@ void recv_exact(int fd, std::span<std::byte> into, Deadline deadline, int wake_f
 // or unreachable attempts with growing pauses until the deadline, with the
 // congestion control `congestion` chooses (the system's when null). Throws
 // IoError timeout naming the address and the last error, or at once
-// out_of_descriptors when no socket can be made.
+// out_of_descriptors when no socket can be made. `watch`, when given, is
+// called every 10 ms between attempts, and what it throws ends the retries.
 UniqueFd connect_with_retry(const HostPort& target, Deadline deadline,
-                            const CongestionControl* congestion = nullptr);
+                            const CongestionControl* congestion = nullptr,
+                            const std::function<void()>& watch = {});
 
 // Non-blocking, TCP_NODELAY, large kernel buffers: the setup of every rlx stream.
 void configure_stream(int fd);

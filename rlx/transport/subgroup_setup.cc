@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <string>
 
 #include "rlx/transport/auth.h"
 
@@ -23,6 +24,20 @@ std::string hex(std::span<const std::byte> bytes) {
     text += kDigits[std::to_integer<int>(b) & 15];
   }
   return text;
+}
+
+// "its ranks 0, 1, 2 are ranks 1, 3, 5 here": how to read the new group's
+// rank numbers in a message the parent's ranks get.
+std::string member_map(const SplitPlan& plan) {
+  constexpr std::size_t kListed = 16;
+  std::string theirs, here;
+  for (std::size_t i = 0; i < plan.members.size() && i < kListed; ++i) {
+    const char* comma = i == 0 ? "" : ", ";
+    theirs += comma + std::to_string(i);
+    here += comma + std::to_string(plan.members[i]);
+  }
+  const char* more = plan.members.size() > kListed ? ", ..." : "";
+  return "its ranks " + theirs + more + " are ranks " + here + more + " here";
 }
 
 }  // namespace
@@ -72,8 +87,10 @@ CollectiveError setup_failure(Transport& parent, const SplitPlan& plan, std::exc
         e.rank() >= 0 && e.peer() >= 0 && e.peer() < static_cast<int>(plan.members.size()) &&
         (e.kind() == ErrorKind::peer_lost || e.kind() == ErrorKind::timeout);
     if (names_a_member) site.peer = plan.members[static_cast<std::size_t>(e.peer())];
-    return CollectiveError(e.kind(), std::move(site),
-                           "could not make its part of the new group: " + e.detail(), e.hint());
+    return CollectiveError(
+        e.kind(), std::move(site),
+        "could not make its part of the new group (" + member_map(plan) + "): " + e.detail(),
+        e.hint());
   } catch (const std::exception& e) {
     return CollectiveError(ErrorKind::resource_exhausted, std::move(site),
                            std::string("could not make its part of the new group: ") + e.what());

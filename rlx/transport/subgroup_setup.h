@@ -52,25 +52,30 @@ CollectiveError setup_failure(Transport& parent, const SplitPlan& plan, std::exc
 // waits when the parent fails. A rank the split leaves out (plan.rank < 0)
 // still takes part in the exchange, and gets no group. A rank that cannot
 // make its part (out of descriptors, a peer gone) fails the parent, so the
-// other members leave their waits at once with its error instead of timing
-// out; a transport that failed in a collective is not used again.
+// other ranks leave their waits at once with its error instead of timing
+// out; a transport that failed in a collective is not used again. Every
+// rank then meets the others in a barrier of the parent, so one rank's
+// failure fails the split on every rank, whatever its color.
 template <class Backend>
 std::shared_ptr<Transport> split_as(Transport& parent, const launch_env::LaunchEnv& parent_env,
                                     const SplitPlan& plan, const std::string& listen_at,
                                     const ParentFailure& parent_failure) {
+  std::shared_ptr<Transport> group;
   if (plan.rank < 0) {
     exchange_over(parent, plan, {});
-    return nullptr;
+  } else {
+    try {
+      group = std::make_shared<Backend>(
+          subgroup_env(parent_env, plan), listen_at,
+          [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); },
+          parent_failure.rethrow_if_failed);
+    } catch (...) {
+      parent_failure.fail(setup_failure(parent, plan, std::current_exception()));
+      throw;
+    }
   }
-  try {
-    return std::make_shared<Backend>(
-        subgroup_env(parent_env, plan), listen_at,
-        [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); },
-        parent_failure.rethrow_if_failed);
-  } catch (...) {
-    parent_failure.fail(setup_failure(parent, plan, std::current_exception()));
-    throw;
-  }
+  parent.barrier();
+  return group;
 }
 
 }  // namespace rlx

@@ -29,18 +29,20 @@ std::vector<std::string> results(const std::string& out) {
   return found;
 }
 
-// Runs SPLIT_UNTIL_FAILURE on 2 ranks after `prelude` (which lowers `ulimit
-// -n` to `limit` on some of them) and checks that both leave with the limit
-// named, at once.
-void expect_both_ranks_fail_at_once(const std::string& prelude, int limit) {
+// Runs SPLIT_UNTIL_FAILURE on `ranks` ranks, splitting them by rank %
+// `colors`, after `prelude` (which lowers `ulimit -n` to `limit` on some of
+// them) and checks that every rank leaves with the limit named, at once.
+void expect_every_rank_fails_at_once(const std::string& prelude, int limit, int ranks = 2,
+                                     int colors = 1) {
   const auto start = std::chrono::steady_clock::now();
-  Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_CONNECT_TIMEOUT_S=10", "sh", "-c",
-                  prelude + "; exec " SPLIT_UNTIL_FAILURE});
+  Subprocess job({RLXRUN, "-n", std::to_string(ranks), "--env", "RLX_CONNECT_TIMEOUT_S=10", "sh",
+                  "-c",
+                  prelude + "; exec " SPLIT_UNTIL_FAILURE " 10000 " + std::to_string(colors)});
   const Finished f = job.wait(60s);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(f.exit_code(), 0) << f.out << f.err;  // every rank saw a CollectiveError
   const auto lines = results(f.out);
-  ASSERT_EQ(lines.size(), 2u) << f.out << f.err;
+  ASSERT_EQ(lines.size(), static_cast<std::size_t>(ranks)) << f.out << f.err;
   // The rank that ran out says so; its peer hears it, or only sees it go (peer_lost).
   EXPECT_NE(f.out.find("resource exhausted: cannot create "), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("this process's limit of " + std::to_string(limit) +
@@ -70,19 +72,24 @@ TEST(DescriptorLimit, SplittingPastItIsResourceExhaustedNamingTheLimit) {
   SKIP_UNDER_ASAN();
   for (int limit = 48; limit <= 128; limit += 8) {
     SCOPED_TRACE("ulimit -n " + std::to_string(limit) + " on both ranks");
-    expect_both_ranks_fail_at_once("ulimit -n " + std::to_string(limit), limit);
+    expect_every_rank_fails_at_once("ulimit -n " + std::to_string(limit), limit);
   }
 }
 
 // Rank 1 alone runs out, while connecting to rank 0's new listener or
 // setting up its own part: rank 0, waiting for that connection, hears the
-// failure over the parent group at once instead of timing out.
+// failure over the parent group at once instead of timing out; with 3
+// ranks, rank 2, retrying a connection to rank 1's listener, does too; with
+// 4 ranks in 2 colors, ranks 0 and 2, whose group rank 1 is not in, fail too.
 TEST(DescriptorLimit, OnlyTheConnectorRunningOutFailsItsPeerAtOnce) {
   SKIP_UNDER_ASAN();
   for (int limit = 48; limit <= 128; limit += 8) {
     SCOPED_TRACE("ulimit -n " + std::to_string(limit) + " on rank 1");
-    expect_both_ranks_fail_at_once(
-        "if [ \"$RLX_RANK\" = 1 ]; then ulimit -n " + std::to_string(limit) + "; fi", limit);
+    const std::string prelude =
+        "if [ \"$RLX_RANK\" = 1 ]; then ulimit -n " + std::to_string(limit) + "; fi";
+    expect_every_rank_fails_at_once(prelude, limit);
+    expect_every_rank_fails_at_once(prelude, limit, 3);
+    expect_every_rank_fails_at_once(prelude, limit, 4, 2);
   }
 }
 

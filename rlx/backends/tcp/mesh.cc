@@ -276,13 +276,13 @@ std::vector<std::vector<UniqueFd>> Listener::wait_for_peers(Deadline deadline,
 }
 
 UniqueFd connect_to_peer(const HostPort& address, int peer, int index, const MeshSpec& spec,
-                         Deadline deadline) {
+                         Deadline deadline, const std::function<void()>& watch) {
   const ErrorSite site{.rank = spec.rank,
                        .world_size = spec.world_size,
                        .peer = peer,
                        .operation = "connect to " + address.to_string()};
   try {
-    UniqueFd fd = connect_with_retry(address, deadline, &spec.congestion);
+    UniqueFd fd = connect_with_retry(address, deadline, &spec.congestion, watch);
     const wire::Hello hello{static_cast<std::uint32_t>(spec.world_size),
                             static_cast<std::uint32_t>(spec.rank), static_cast<std::uint32_t>(peer),
                             static_cast<std::uint32_t>(index), auth::fresh_nonce()};

@@ -55,8 +55,9 @@ class Listener {
 };
 
 // Connects to rank `peer` at `address` as connection `index` and runs the
-// connector's side of the handshake. Throws CollectiveError.
+// connector's side of the handshake. Throws CollectiveError, or what `watch`
+// throws (called every 10 ms while the peer refuses connections).
 UniqueFd connect_to_peer(const HostPort& address, int peer, int index, const MeshSpec& spec,
-                         Deadline deadline);
+                         Deadline deadline, const std::function<void()>& watch = {});
 
 }  // namespace rlx::tcp

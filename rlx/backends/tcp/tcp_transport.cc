@@ -78,6 +78,7 @@ TcpTransport::TcpTransport(const launch_env::LaunchEnv& env, const std::string& 
   // The exchange has its own deadline (a store's, PMIx's), and ends when the
   // last rank joins it: the connections' deadline starts then.
   join(table, Clock::now() + env.connect_timeout);
+  setup_watch_ = nullptr;  // it looks at the parent, which may go first
 }
 
 HostPort TcpTransport::listen(const std::string& host, std::uint16_t port) {
@@ -103,10 +104,13 @@ void TcpTransport::join(const std::vector<HostPort>& table, Deadline deadline) {
 }
 
 std::shared_ptr<Transport> TcpTransport::do_split(const SplitPlan& plan) {
-  return split_as<TcpTransport>(
-      *this, env_, plan, host_,
-      {.fail = [this](const CollectiveError& e) { fail(e, true); },
-       .rethrow_if_failed = [this] { latch_.rethrow_if_tripped(site("split")); }});
+  return split_as<TcpTransport>(*this, env_, plan, host_,
+                                {.fail = [this](const CollectiveError& e) { fail(e, true); },
+                                 .rethrow_if_failed =
+                                     [this] {
+                                       if (latch_.tripped())
+                                         latch_.rethrow_if_tripped(site("split"));
+                                     }});
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {
@@ -114,8 +118,8 @@ void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline dea
   std::vector<std::vector<UniqueFd>> connections(n);
   for (int peer = 0; peer < rank(); ++peer) {
     for (int index = 0; index <= spec_.lanes; ++index) {
-      connections[static_cast<std::size_t>(peer)].push_back(
-          connect_to_peer(table[static_cast<std::size_t>(peer)], peer, index, spec_, deadline));
+      connections[static_cast<std::size_t>(peer)].push_back(connect_to_peer(
+          table[static_cast<std::size_t>(peer)], peer, index, spec_, deadline, setup_watch_));
     }
   }
   auto inbound = listener_->wait_for_peers(deadline, setup_watch_);

@@ -141,7 +141,10 @@ std::shared_ptr<Transport> VerbsTransport::do_split(const SplitPlan& plan) {
   return split_as<VerbsTransport>(
       *this, env_, plan, address(),
       {.fail = [this](const CollectiveError& e) { engine_->report_failure(e); },
-       .rethrow_if_failed = [this] { latch_.rethrow_if_tripped(site("split")); }});
+       .rethrow_if_failed =
+           [this] {
+             if (latch_.tripped()) latch_.rethrow_if_tripped(site("split"));
+           }});
 }
 
 void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline,
