@@ -210,8 +210,9 @@ class Sweep {
   }
 
   // Call `call`'s value from rank `k` (of an all_to_all: for block k = r * n
-  // + j): whole numbers whose sums over 64 ranks are exact in float.
-  static float stamp(int call, int k) { return static_cast<float>((call % 128) * 1024 + k + 1); }
+  // + j, distinct up to 64 ranks): whole numbers whose sums over 64 ranks
+  // are exact in float (below 2^24).
+  static float stamp(int call, int k) { return static_cast<float>((call % 64) * 4096 + k + 1); }
   static unsigned char byte_stamp(int call, int rank) {
     return static_cast<unsigned char>((call * 2 + rank) % 251 + 1);
   }
