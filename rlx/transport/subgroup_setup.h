@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rlx/transport/endpoint.h"
+#include "rlx/transport/failure_latch.h"
 #include "rlx/transport/launch_env.h"
 #include "rlx/transport/transport.h"
 
@@ -27,8 +28,8 @@ using SetupWatch = std::function<void()>;
 struct ParentFailure {
   // Fails the parent with this rank's error and tells its other ranks.
   std::function<void(const CollectiveError&)> fail;
-  // Throws the parent's failure, if any.
-  SetupWatch rethrow_if_failed;
+  // Where the parent records its failure: the new group's set-up watches it.
+  const FailureLatch& latch;
 };
 
 // The parent's settings for the new group: its rank and size, and a job
@@ -65,10 +66,13 @@ std::shared_ptr<Transport> split_as(Transport& parent, const launch_env::LaunchE
     exchange_over(parent, plan, {});
   } else {
     try {
+      const FailureLatch& latch = parent_failure.latch;
       group = std::make_shared<Backend>(
           subgroup_env(parent_env, plan), listen_at,
           [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); },
-          parent_failure.rethrow_if_failed);
+          [&parent, &latch] {
+            if (latch.tripped()) latch.rethrow_if_tripped(parent.site("split"));
+          });
     } catch (...) {
       parent_failure.fail(setup_failure(parent, plan, std::current_exception()));
       throw;

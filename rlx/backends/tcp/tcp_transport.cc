@@ -104,13 +104,9 @@ void TcpTransport::join(const std::vector<HostPort>& table, Deadline deadline) {
 }
 
 std::shared_ptr<Transport> TcpTransport::do_split(const SplitPlan& plan) {
-  return split_as<TcpTransport>(*this, env_, plan, host_,
-                                {.fail = [this](const CollectiveError& e) { fail(e, true); },
-                                 .rethrow_if_failed =
-                                     [this] {
-                                       if (latch_.tripped())
-                                         latch_.rethrow_if_tripped(site("split"));
-                                     }});
+  return split_as<TcpTransport>(
+      *this, env_, plan, host_,
+      {.fail = [this](const CollectiveError& e) { fail(e, true); }, .latch = latch_});
 }
 
 void TcpTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline) {

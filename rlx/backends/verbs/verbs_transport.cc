@@ -140,11 +140,7 @@ void VerbsTransport::join(const launch_env::LaunchEnv& env, const std::vector<Ho
 std::shared_ptr<Transport> VerbsTransport::do_split(const SplitPlan& plan) {
   return split_as<VerbsTransport>(
       *this, env_, plan, address(),
-      {.fail = [this](const CollectiveError& e) { engine_->report_failure(e); },
-       .rethrow_if_failed =
-           [this] {
-             if (latch_.tripped()) latch_.rethrow_if_tripped(site("split"));
-           }});
+      {.fail = [this](const CollectiveError& e) { engine_->report_failure(e); }, .latch = latch_});
 }
 
 void VerbsTransport::connect_mesh(const std::vector<HostPort>& table, Deadline deadline,
