@@ -368,6 +368,8 @@ class Job {
                 bool ask_for_dumps = false);
   void terminate_running();
   std::string describe_stopped() const;
+  // Arms stranded_deadline_ while every running rank is stopped by a signal.
+  void watch_for_stranded_ranks();
   void check_deadlines();
   std::optional<Clock::time_point> next_deadline() const;
   bool anything_running() const;
@@ -391,7 +393,10 @@ class Job {
   std::optional<Clock::time_point> kill_deadline_;
   std::optional<Clock::time_point> drain_deadline_;
   std::optional<Clock::time_point> status_deadline_;  // SIGUSR1 asked the ranks: when to answer
-  std::optional<JobRecord> record_;                   // where local ranks dump their flight record
+  // Every running rank is stopped by a signal: when to end the job.
+  std::optional<Clock::time_point> stranded_deadline_;
+  std::chrono::milliseconds rank_timeout_{};  // the ranks' RLX_TIMEOUT_S
+  std::optional<JobRecord> record_;           // where local ranks dump their flight record
 };
 
 int Job::run() {
@@ -406,6 +411,7 @@ int Job::run() {
     check_descriptor_budget(options_, placements_, settings);
     record_.emplace(settings.record.dump_dir, settings.record.trace_dir, options_.cwd);
     connect_timeout = settings.connect_timeout;
+    rank_timeout_ = settings.timeout;
     copy_fds = open_copy_files(options_);
   } catch (const std::exception& error) {
     say(error.what());
@@ -629,6 +635,34 @@ void Job::reap() {
       }
     }
   }
+  watch_for_stranded_ranks();
+}
+
+// A stopped rank's peers name it when their calls time out. Once no rank
+// runs to time it out (the others exited, or exited and were stopped), only
+// someone sending SIGCONT can end its wait: it gets the ranks' own deadline
+// for that. Only local ranks are seen stopped (a remote rank's pid here is
+// its ssh client).
+void Job::watch_for_stranded_ranks() {
+  bool any_stopped = false;
+  bool any_exited = false;
+  for (const auto& rank : ranks_) {
+    if (!rank.running) {
+      any_exited = true;
+      continue;
+    }
+    if (rank.stopped_by == 0) {
+      stranded_deadline_.reset();
+      return;
+    }
+    any_stopped = true;
+  }
+  // A job whose every rank was paused (on purpose, say) is left alone.
+  if (!any_stopped || !any_exited || stopping_) {
+    stranded_deadline_.reset();
+  } else if (!stranded_deadline_) {
+    stranded_deadline_ = Clock::now() + rank_timeout_;
+  }
 }
 
 // Ranks stopped by a signal answer nobody: when others time out, these are
@@ -648,6 +682,7 @@ void Job::stop_all(const std::string& why, int exit_code, std::chrono::milliseco
                    bool ask_for_dumps) {
   if (stopping_) return;
   stopping_ = true;
+  stranded_deadline_.reset();
   exit_code_ = exit_code;
   show_start_progress();
   stdin_relay_.close_target();
@@ -692,6 +727,12 @@ void Job::check_deadlines() {
              std::chrono::milliseconds(0), /*ask_for_dumps=*/true);
   }
   if (status_deadline_ && now >= *status_deadline_) print_status();
+  if (stranded_deadline_ && now >= *stranded_deadline_) {
+    stranded_deadline_.reset();
+    stop_all("every rank still running stayed stopped for RLX_TIMEOUT_S (" +
+                 std::to_string(rank_timeout_.count()) + " ms)" + describe_stopped(),
+             1);
+  }
   if (term_deadline_ && now >= *term_deadline_) terminate_running();
   if (kill_deadline_ && now >= *kill_deadline_) {
     for (const auto& rank : ranks_) {
@@ -703,8 +744,8 @@ void Job::check_deadlines() {
 
 std::optional<Clock::time_point> Job::next_deadline() const {
   std::optional<Clock::time_point> next;
-  for (const auto& deadline :
-       {job_deadline_, term_deadline_, kill_deadline_, drain_deadline_, status_deadline_}) {
+  for (const auto& deadline : {job_deadline_, term_deadline_, kill_deadline_, drain_deadline_,
+                               status_deadline_, stranded_deadline_}) {
     if (deadline && (!next || *deadline < *next)) next = deadline;
   }
   return next;

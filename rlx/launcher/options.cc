@@ -317,7 +317,9 @@ DESCRIPTION
     wins). Each rank's output is prefixed with its rank. If any rank exits
     with a non-zero status or dies by a signal, rlxrun names it (and any rank
     stopped by a signal), gives the others 1 s to report and exit, then stops
-    them (SIGTERM, SIGKILL 5 s later) and exits with that rank's status.
+    them (SIGTERM, SIGKILL 5 s later) and exits with that rank's status. A
+    rank left stopped by a signal after all others exited gets RLX_TIMEOUT_S
+    to be continued (local ranks); then rlxrun stops it and exits 1.
     Ctrl-C or SIGTERM to rlxrun stops the whole job at once; if rlxrun itself
     is killed, its ranks are killed with it, on every host.
 

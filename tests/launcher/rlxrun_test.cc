@@ -386,6 +386,43 @@ TEST_F(Rlxrun, AFrozenRankIsNamedAndTheJobEndsWithinTheGrace) {
   }
 }
 
+// Rank 1 stops itself and rank 0 exits 0: no peer is left to time it out.
+// rlxrun gives it RLX_TIMEOUT_S to be continued, then ends the job naming it
+// (before, it waited forever).
+TEST_F(Rlxrun, ARankLeftStoppedAfterTheOthersExitedEndsTheJobAtItsDeadline) {
+  const auto start = std::chrono::steady_clock::now();
+  Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_TIMEOUT_S=1", "sh", "-c",
+                  "[ $RLX_RANK = 1 ] && kill -STOP $$; echo done"});
+  const Finished f = job.wait(30s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(f.exit_code(), 1) << f.out << f.err;
+  EXPECT_NE(f.err.find("every rank still running stayed stopped for RLX_TIMEOUT_S (1000 ms); "
+                       "rank 1 (pid"),
+            std::string::npos)
+      << f.err;
+  EXPECT_NE(f.err.find(") is stopped by SIGSTOP and answers nobody"), std::string::npos) << f.err;
+  EXPECT_NE(f.out.find("[0] done"), std::string::npos) << f.out;
+  EXPECT_LT(took, 10s) << f.err;
+}
+
+// A stopped rank that someone continues within the deadline finishes its
+// work, however long it takes after: rank 1 works 3 s after it is continued,
+// past the 2 s deadline that rank 0's exit armed (SIGCONT disarms it).
+TEST_F(Rlxrun, AStoppedRankContinuedBeforeItsDeadlineFinishesTheJob) {
+  const std::string continue_rank_1 =
+      "for i in $(seq 400); do p=$(cat \"$PIDS/stopped\" 2>/dev/null); "
+      "[ -n \"$p\" ] && grep -q '^State:[[:space:]]*T' /proc/$p/status && break; sleep 0.05; "
+      "done; sleep 0.3; kill -CONT $p";
+  Subprocess job({RLXRUN, "-n", "2", "--env", "RLX_TIMEOUT_S=2", "sh", "-c",
+                  "if [ $RLX_RANK = 1 ]; then echo $$ > \"$PIDS/stopped\"; kill -STOP $$; "
+                  "sleep 3; else (" +
+                      continue_rank_1 + ") >/dev/null 2>&1 & fi; echo done"},
+                 env());
+  const Finished f = job.wait(30s);
+  EXPECT_EQ(f.exit_code(), 0) << f.out << f.err;
+  EXPECT_NE(f.out.find("[1] done"), std::string::npos) << f.out;
+}
+
 // Every rank of a mismatch reports it before rlxrun stops the job (one run
 // in three lost ranks 1 and 2's messages when the others were stopped at once).
 TEST_F(Rlxrun, EveryRanksOwnErrorReachesTheOutputBeforeTeardown) {
