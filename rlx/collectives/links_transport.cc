@@ -94,7 +94,7 @@ void LinksTransport::recycle(std::vector<std::byte>&& message) noexcept {
 }
 
 void LinksTransport::run(const CollectiveCall& call, const CollectiveArgs& args) {
-  check_not_failed();
+  if (failure_latch().tripped()) failure_latch().rethrow_if_tripped(site(call.describe()));
   const std::size_t bytes = call.count * size_of(call.dtype);
   const CallSituation situation{.call = call,
                                 .rank = rank(),

@@ -15,6 +15,7 @@
 #include "rlx/collectives/links.h"
 #include "rlx/collectives/same_host.h"
 #include "rlx/collectives/tuning.h"
+#include "rlx/transport/failure_latch.h"
 #include "rlx/transport/transport.h"
 
 namespace rlx {
@@ -31,8 +32,8 @@ class LinksTransport : public Transport {
 
   // The backend's links; called only once the group is connected.
   virtual Links& links() = 0;
-  // Throws the job's first failure, if any, before a collective starts.
-  virtual void check_not_failed() = 0;
+  // Tripped by the job's first failure: a collective does not start after it.
+  virtual const FailureLatch& failure_latch() const = 0;
   // Point-to-point over the backend's own connections: to peers on other
   // hosts, or to every peer when they do not share memory.
   virtual void send_over_network(int to, Tag tag, std::span<const std::byte> payload) = 0;

@@ -89,7 +89,7 @@ void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
   // No latch check here: a step whose data is on its sockets completes even
   // after a failure elsewhere (wait_for_sockets), so a peer that sent its
   // part and exited at once costs this call nothing. The collective's start
-  // checked it (LinksTransport::check_not_failed).
+  // checked it (LinksTransport::run).
   sends_.clear();
   recvs_.clear();
   for (const auto& s : sends) {

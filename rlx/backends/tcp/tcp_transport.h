@@ -50,7 +50,7 @@ class TcpTransport final : public LinksTransport {
                                      std::size_t element) override;
   Mailbox& mailbox() override { return mailbox_; }
   Links& links() override { return *links_; }
-  void check_not_failed() override { latch_.rethrow_if_tripped(); }
+  const FailureLatch& failure_latch() const override { return latch_; }
 
  private:
   struct Io;

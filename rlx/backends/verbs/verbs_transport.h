@@ -40,7 +40,7 @@ class VerbsTransport final : public LinksTransport {
   std::vector<std::byte> recv_over_network(int from, Tag tag) override;
   Mailbox& mailbox() override { return mailbox_; }
   Links& links() override { return *links_; }
-  void check_not_failed() override { latch_.rethrow_if_tripped(); }
+  const FailureLatch& failure_latch() const override { return latch_; }
 
  private:
   void set_up(const launch_env::LaunchEnv& env);
