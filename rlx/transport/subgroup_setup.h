@@ -65,17 +65,31 @@ std::shared_ptr<Transport> split_as(Transport& parent, const launch_env::LaunchE
   if (plan.rank < 0) {
     exchange_over(parent, plan, {});
   } else {
+    const FailureLatch& latch = parent_failure.latch;
+    bool parent_failed = false;
     try {
-      const FailureLatch& latch = parent_failure.latch;
       group = std::make_shared<Backend>(
           subgroup_env(parent_env, plan), listen_at,
-          [&parent, &plan](const HostPort& mine) { return exchange_over(parent, plan, mine); },
-          [&parent, &latch] {
-            if (latch.tripped()) latch.rethrow_if_tripped(parent.site("split"));
+          [&parent, &plan, &parent_failed](const HostPort& mine) {
+            try {
+              return exchange_over(parent, plan, mine);
+            } catch (...) {
+              parent_failed = true;  // the parent's own collective, in its numbering
+              throw;
+            }
+          },
+          [&parent, &latch, &parent_failed] {
+            parent_failed = latch.tripped();
+            if (parent_failed) latch.rethrow_if_tripped(parent.site("split"));
           });
     } catch (...) {
-      parent_failure.fail(setup_failure(parent, plan, std::current_exception()));
-      throw;
+      if (parent_failed) throw;  // the parent's failure, already in its numbering
+      // This rank's own failure, as the others hear it if it is the first:
+      // at the parent's split, in its numbering (a failure after another
+      // rank's is this rank's own cause, which the others never hear).
+      CollectiveError failure = setup_failure(parent, plan, std::current_exception());
+      parent_failure.fail(failure);
+      throw failure;
     }
   }
   parent.barrier();

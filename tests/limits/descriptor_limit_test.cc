@@ -43,8 +43,13 @@ void expect_every_rank_fails_at_once(const std::string& prelude, int limit, int 
   EXPECT_EQ(f.exit_code(), 0) << f.out << f.err;  // every rank saw a CollectiveError
   const auto lines = results(f.out);
   ASSERT_EQ(lines.size(), static_cast<std::size_t>(ranks)) << f.out << f.err;
-  // The rank that ran out says so; its peer hears it, or only sees it go (peer_lost).
-  EXPECT_NE(f.out.find("resource exhausted: cannot create "), std::string::npos) << f.out;
+  // The rank that ran out says so at the parent's split, as the others hear
+  // it (or only see it go: peer_lost).
+  EXPECT_NE(f.out.find(": split: resource exhausted: could not make its part of the new group "
+                       "(its ranks "),
+            std::string::npos)
+      << f.out;
+  EXPECT_NE(f.out.find("): cannot create "), std::string::npos) << f.out;
   EXPECT_NE(f.out.find("this process's limit of " + std::to_string(limit) +
                        " open files (ulimit -n) is reached. Check: raise it"),
             std::string::npos)
