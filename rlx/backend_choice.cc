@@ -19,12 +19,12 @@ bool is_backend_name(std::string_view name) {
   return name == "any" || name == "tcp" || name == "mpi" || name == "verbs" || name == "singleton";
 }
 
-struct Request {
+struct BackendRequest {
   std::string_view backend;       // what to start, or "any"
   bool from_environment = false;  // RLX_BACKEND named it (not only the program)
 };
 
-Request resolve_request(const launch_env::LaunchEnv& env, std::string_view requested) {
+BackendRequest resolve_request(const launch_env::LaunchEnv& env, std::string_view requested) {
   if (!is_backend_name(requested)) {
     throw CollectiveError(ErrorKind::invalid_argument, {.operation = "init"},
                           "unknown backend '" + std::string(requested) + "'",
@@ -79,7 +79,7 @@ BackendKind choose_mpi(const launch_env::LaunchEnv& env, bool built) {
 }
 
 BackendKind choose_launched(BackendKind kind, const launch_env::LaunchEnv& env,
-                            const Request& request, bool strict, bool built) {
+                            const BackendRequest& request, bool strict, bool built) {
   const std::string name(name_of(kind));
   if (!built) {
     unavailable("the " + name + " backend was requested but this rlx was built without it",
@@ -121,7 +121,7 @@ std::string_view name_of(BackendKind kind) {
 
 BackendKind choose_backend(const launch_env::LaunchEnv& env, std::string_view requested,
                            bool strict, BuiltBackends built) {
-  const Request request = resolve_request(env, requested);
+  const BackendRequest request = resolve_request(env, requested);
   if (request.backend == "singleton") return BackendKind::singleton;
   if (request.backend == "mpi") return choose_mpi(env, built.mpi);
   if (request.backend == "tcp") {

@@ -5,20 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/expect_error.h"
+
 namespace rlx::launcher {
 namespace {
 
 using Strings = std::vector<std::string>;
 
-template <class Call>
-void expect_error(Call call, const std::string& fragment) {
-  try {
-    call();
-    ADD_FAILURE() << "accepted; expected an error with " << fragment;
-  } catch (const HostfileError& error) {
-    EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos) << error.what();
-  }
-}
+using testing::expect_error_with;
 
 TEST(SlurmAllocation, ExpandsCompressedHostListsKeepingZeroPadding) {
   EXPECT_EQ(expand_host_list("node[01-03,07],gpu5", "L"),
@@ -28,18 +22,20 @@ TEST(SlurmAllocation, ExpandsCompressedHostListsKeepingZeroPadding) {
   EXPECT_EQ(expand_host_list("rack[1-2]-node[1,3]", "L"),
             (Strings{"rack1-node1", "rack1-node3", "rack2-node1", "rack2-node3"}));
   EXPECT_EQ(expand_host_list("single", "L"), (Strings{"single"}));
-  expect_error([] { expand_host_list("node[1-", "SLURM_JOB_NODELIST"); },
-               "SLURM_JOB_NODELIST: unbalanced brackets");
-  expect_error([] { expand_host_list("node[3-1]", "L"); }, "'3-1' is not a range");
-  expect_error([] { expand_host_list("a,,b", "L"); }, "an empty name");
+  expect_error_with<HostfileError>([] { expand_host_list("node[1-", "SLURM_JOB_NODELIST"); },
+                                   "SLURM_JOB_NODELIST: unbalanced brackets");
+  expect_error_with<HostfileError>([] { expand_host_list("node[3-1]", "L"); },
+                                   "'3-1' is not a range");
+  expect_error_with<HostfileError>([] { expand_host_list("a,,b", "L"); }, "an empty name");
 }
 
 TEST(SlurmAllocation, ExpandsTasksPerNode) {
   EXPECT_EQ(expand_tasks_per_node("2(x3),1", "T"), (std::vector<int>{2, 2, 2, 1}));
   EXPECT_EQ(expand_tasks_per_node("4", "T"), (std::vector<int>{4}));
-  expect_error([] { expand_tasks_per_node("2(x0)", "SLURM_TASKS_PER_NODE"); },
-               "SLURM_TASKS_PER_NODE: '2(x0)'");
-  expect_error([] { expand_tasks_per_node("two", "T"); }, "'two' is not N or N(xK)");
+  expect_error_with<HostfileError>([] { expand_tasks_per_node("2(x0)", "SLURM_TASKS_PER_NODE"); },
+                                   "SLURM_TASKS_PER_NODE: '2(x0)'");
+  expect_error_with<HostfileError>([] { expand_tasks_per_node("two", "T"); },
+                                   "'two' is not N or N(xK)");
 }
 
 TEST(SlurmAllocation, ReadsTheAllocationFromTheEnvironment) {
@@ -54,7 +50,8 @@ TEST(SlurmAllocation, ReadsTheAllocationFromTheEnvironment) {
   EXPECT_EQ(*hosts,
             (std::vector<HostSlots>{{"c1", 2, {}, {}}, {"c2", 2, {}, {}}, {"c3", 4, {}, {}}}));
   vars["SLURM_TASKS_PER_NODE"] = "2";
-  expect_error([&] { slurm_allocation(lookup); }, "gives 1 hosts but SLURM_JOB_NODELIST lists 3");
+  expect_error_with<HostfileError>([&] { slurm_allocation(lookup); },
+                                   "gives 1 hosts but SLURM_JOB_NODELIST lists 3");
   vars.clear();
   EXPECT_FALSE(slurm_allocation(lookup));
 }

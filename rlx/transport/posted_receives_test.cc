@@ -18,19 +18,19 @@
 namespace rlx {
 namespace {
 
-using Key = PostedReceives::Key;
+using PostedKey = PostedReceives::Key;
 
 // Messages per key, sent by the test; a blocking receive waits up to 5 s.
 class Messages {
  public:
-  void send(Key key, std::uint32_t value) {
+  void send(PostedKey key, std::uint32_t value) {
     {
       std::lock_guard lock(mutex_);
       queued_[key].push_back(value);
     }
     arrived_.notify_all();
   }
-  std::optional<std::size_t> receive(Key key, std::span<std::byte> into, bool block) {
+  std::optional<std::size_t> receive(PostedKey key, std::span<std::byte> into, bool block) {
     std::unique_lock lock(mutex_);
     auto& queue = queued_[key];
     if (block &&
@@ -43,18 +43,18 @@ class Messages {
     queue.pop_front();
     return sizeof(std::uint32_t);
   }
-  std::map<Key, int> expected;  // what the Expect hook counts
+  std::map<PostedKey, int> expected;  // what the Expect hook counts
 
  private:
   std::mutex mutex_;
   std::condition_variable arrived_;
-  std::map<Key, std::deque<std::uint32_t>> queued_;
+  std::map<PostedKey, std::deque<std::uint32_t>> queued_;
 };
 
 PostedReceives make(Messages& messages) {
-  return PostedReceives([&](Key key, std::span<std::byte> into, std::size_t,
+  return PostedReceives([&](PostedKey key, std::span<std::byte> into, std::size_t,
                             bool block) { return messages.receive(key, into, block); },
-                        [&](Key key, int change) { messages.expected[key] += change; });
+                        [&](PostedKey key, int change) { messages.expected[key] += change; });
 }
 
 std::span<std::byte> bytes_of(std::uint32_t& value) {
@@ -64,7 +64,7 @@ std::span<std::byte> bytes_of(std::uint32_t& value) {
 TEST(PostedReceives, TestTakesOnlyWhatIsThereAndKeepsTheKeysOrder) {
   Messages messages;
   PostedReceives posted = make(messages);
-  const Key key{.peer = 1, .tag = 7};
+  const PostedKey key{.peer = 1, .tag = 7};
   std::uint32_t first = 0, second = 0;
   const Request a = posted.post(key, bytes_of(first), 1);
   const Request b = posted.post(key, bytes_of(second), 1);
@@ -85,7 +85,7 @@ TEST(PostedReceives, TestTakesOnlyWhatIsThereAndKeepsTheKeysOrder) {
 TEST(PostedReceives, WaitCompletesTheReceivesPostedBeforeIt) {
   Messages messages;
   PostedReceives posted = make(messages);
-  const Key key{.peer = 0, .tag = 3};
+  const PostedKey key{.peer = 0, .tag = 3};
   std::vector<std::uint32_t> values(100, 0);
   std::vector<Request> requests;
   for (std::uint32_t& value : values) requests.push_back(posted.post(key, bytes_of(value), 1));
@@ -103,7 +103,7 @@ TEST(PostedReceives, WaitCompletesTheReceivesPostedBeforeIt) {
 TEST(PostedReceives, ABlockingReceiveRunsAfterThePostedOnes) {
   Messages messages;
   PostedReceives posted = make(messages);
-  const Key key{.peer = 2, .tag = 0};
+  const PostedKey key{.peer = 2, .tag = 0};
   std::uint32_t early = 0;
   const Request request = posted.post(key, bytes_of(early), 1);
   messages.send(key, 1);
@@ -133,7 +133,7 @@ TEST(PostedReceives, OtherKeysAreIndependent) {
 TEST(PostedReceives, AFailedReceiveFailsAloneAndTheNextOneGetsItsMessage) {
   Messages messages;
   PostedReceives posted = make(messages);
-  const Key key{.peer = 1, .tag = 1};
+  const PostedKey key{.peer = 1, .tag = 1};
   std::byte small[2];
   std::uint32_t fits = 0;
   const Request failing = posted.post(key, small, 1);
@@ -158,7 +158,7 @@ TEST(PostedReceives, StopFailsWhatNobodyAdvancesAndRequestsOutliveIt) {
     EXPECT_THROW(late.test(), std::runtime_error);
   }
   EXPECT_THROW(orphan.test(), std::runtime_error);
-  EXPECT_EQ(messages.expected[(Key{.peer = 0, .tag = 0})], 0);
+  EXPECT_EQ(messages.expected[(PostedKey{.peer = 0, .tag = 0})], 0);
 }
 
 // A test() in progress when stop() runs: stop fails the others and waits
@@ -168,13 +168,13 @@ TEST(PostedReceives, AReceiveTestedWhileStopRunsFailsAsClosed) {
   std::promise<void> inside, release;
   std::shared_future<void> released = release.get_future().share();
   PostedReceives posted(
-      [&](Key, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
+      [&](PostedKey, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
         if (block) throw std::runtime_error("driven again after stop");
         inside.set_value();
         released.wait();
         return std::nullopt;
       },
-      [](Key, int) {});
+      [](PostedKey, int) {});
   std::uint32_t value = 0;
   const Request request = posted.post({.peer = 0, .tag = 0}, bytes_of(value), 1);
   std::thread tester([&] { EXPECT_THROW(request.test(), std::runtime_error); });
@@ -201,13 +201,13 @@ TEST(PostedReceives, AReceiveTestedWhileStopRunsFailsAsClosed) {
 TEST(PostedReceives, ATimeoutFailsTheReceivesQueuedBehindIt) {
   int blocking_receives = 0;
   PostedReceives posted(
-      [&](Key, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
+      [&](PostedKey, std::span<std::byte>, std::size_t, bool block) -> std::optional<std::size_t> {
         if (!block) return std::nullopt;
         ++blocking_receives;
         throw CollectiveError(ErrorKind::timeout, {.operation = "recv_bytes"},
                               "no message arrived");
       },
-      [](Key, int) {});
+      [](PostedKey, int) {});
   std::vector<std::uint32_t> values(10, 0);
   std::vector<Request> requests;
   for (std::uint32_t& value : values) {
@@ -230,7 +230,7 @@ TEST(PostedReceives, ATimeoutFailsTheReceivesQueuedBehindIt) {
 TEST(PostedReceives, ManyThreadsWaitingOnOneKeyEachGetTheirOwn) {
   Messages messages;
   PostedReceives posted = make(messages);
-  const Key key{.peer = 3, .tag = 9};
+  const PostedKey key{.peer = 3, .tag = 9};
   constexpr int kThreads = 8, kEach = 50;
   std::vector<std::uint32_t> values(kThreads * kEach, ~0u);
   std::vector<Request> requests;

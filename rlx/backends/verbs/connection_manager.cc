@@ -22,8 +22,8 @@ constexpr auto kHandshakeWithin = std::chrono::seconds(10);
 // rdma_resolve_addr / rdma_resolve_route timeouts.
 constexpr int kResolveMs = 2000;
 // Handshake buffers: one slot per connection being set up, strangers included.
-constexpr std::size_t kSlotBytes = 128;  // receive half, then send half
-constexpr std::size_t kHalf = kSlotBytes / 2;
+constexpr std::size_t kHandshakeSlotBytes = 128;  // receive half, then send half
+constexpr std::size_t kHalf = kHandshakeSlotBytes / 2;
 constexpr int kStrangerSlots = 32;
 constexpr std::size_t kRingInfoBytes = 24;
 constexpr std::size_t kResponseBytes = auth::kMacBytes + kRingInfoBytes;
@@ -159,13 +159,13 @@ void ConnectionManager::attach(ibv_pd* pd, ibv_cq* cq, QueueShape shape, Hooks h
   hooks_ = std::move(hooks);
   const int slots = world_size_ + kStrangerSlots;
   handshake_memory_ = std::make_unique<RegisteredMemory>(
-      pd, static_cast<std::size_t>(slots) * kSlotBytes, IBV_ACCESS_LOCAL_WRITE, "handshake buffers",
-      site("register memory"));
+      pd, static_cast<std::size_t>(slots) * kHandshakeSlotBytes, IBV_ACCESS_LOCAL_WRITE,
+      "handshake buffers", site("register memory"));
   for (int s = slots - 1; s >= 0; --s) free_slots_.push_back(s);
 }
 
 std::byte* ConnectionManager::slot_recv(const Session& s) const {
-  return handshake_memory_->data() + static_cast<std::size_t>(s.slot) * kSlotBytes;
+  return handshake_memory_->data() + static_cast<std::size_t>(s.slot) * kHandshakeSlotBytes;
 }
 std::byte* ConnectionManager::slot_send(const Session& s) const { return slot_recv(s) + kHalf; }
 

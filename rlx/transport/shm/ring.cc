@@ -22,9 +22,9 @@ struct MessageRing::Control {
 
 namespace {
 
-constexpr std::uint64_t kMagic = 0x474e49525f584c52;  // "RLX_RING"
+constexpr std::uint64_t kRingMagic = 0x474e49525f584c52;  // "RLX_RING"
 constexpr std::uint32_t kRingHeaderCheck = 0x52484452;
-constexpr std::size_t kControlBytes = 256;
+constexpr std::size_t kRingControlBytes = 256;
 constexpr std::size_t kHeaderBytes = sizeof(RingHeader);
 
 std::size_t padded(std::size_t bytes) { return (bytes + 7) & ~std::size_t{7}; }
@@ -50,7 +50,7 @@ std::optional<std::string> ring_header_problem(const RingHeader& header) {
   return std::nullopt;
 }
 
-std::size_t MessageRing::footprint(std::size_t capacity) { return kControlBytes + capacity; }
+std::size_t MessageRing::footprint(std::size_t capacity) { return kRingControlBytes + capacity; }
 
 MessageRing::MessageRing(Control* control, std::byte* data, std::size_t capacity)
     : control_(control),
@@ -60,22 +60,22 @@ MessageRing::MessageRing(Control* control, std::byte* data, std::size_t capacity
       read_(cached_read_) {}
 
 MessageRing MessageRing::create(std::byte* memory, std::size_t capacity) {
-  static_assert(sizeof(Control) <= kControlBytes);
+  static_assert(sizeof(Control) <= kRingControlBytes);
   static_assert(offsetof(Control, written) == kWrittenOffset);
   static_assert(offsetof(Control, read) == kReadOffset);
   if (capacity < 64 || !std::has_single_bit(capacity)) {
     throw std::invalid_argument("a ring's capacity must be a power of two of at least 64");
   }
-  auto* control = new (memory) Control{kMagic, capacity, {0}, {0}, {0}};
-  return MessageRing(control, memory + kControlBytes, capacity);
+  auto* control = new (memory) Control{kRingMagic, capacity, {0}, {0}, {0}};
+  return MessageRing(control, memory + kRingControlBytes, capacity);
 }
 
 MessageRing MessageRing::attach(std::byte* memory, std::size_t capacity) {
   auto* control = std::launder(reinterpret_cast<Control*>(memory));
-  if (control->magic != kMagic || control->capacity != capacity) {
+  if (control->magic != kRingMagic || control->capacity != capacity) {
     throw std::invalid_argument("no message ring of that capacity here");
   }
-  return MessageRing(control, memory + kControlBytes, capacity);
+  return MessageRing(control, memory + kRingControlBytes, capacity);
 }
 
 void MessageRing::fail_corrupt(RingWait& wait, std::uint64_t written, std::uint64_t read) const {

@@ -22,7 +22,7 @@
 namespace rlx::shm {
 namespace {
 
-constexpr std::uint64_t kMagic = 0x4d48535f584c52;  // "RLX_SHM"
+constexpr std::uint64_t kSegmentMagic = 0x4d48535f584c52;  // "RLX_SHM"
 
 // The first kHeaderBytes of every segment. `ready` is written last, with
 // release order, once the creator has sized and reserved the whole file.
@@ -136,7 +136,7 @@ SharedSegment SharedSegment::create(const std::string& directory, const std::str
     ::unlink(path.c_str());
     fail_errno(ErrorKind::resource_exhausted, site, "cannot map " + path, map_error);
   }
-  auto* header = new (base) Header{kMagic, bytes, {0}};
+  auto* header = new (base) Header{kSegmentMagic, bytes, {0}};
   header->ready.store(1, std::memory_order_release);
   return SharedSegment(path, base, bytes, true);
 }
@@ -166,7 +166,7 @@ std::byte* map_when_ready(int fd, const std::string& path, std::size_t bytes,
     ::munmap(base, total);
     return nullptr;
   }
-  if (header->magic != kMagic || header->bytes != bytes ||
+  if (header->magic != kSegmentMagic || header->bytes != bytes ||
       total != SharedSegment::kHeaderBytes + bytes) {
     ::munmap(base, total);
     throw CollectiveError(
