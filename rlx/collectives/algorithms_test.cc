@@ -238,6 +238,49 @@ TEST_P(AlgorithmTest, BroadcastFromEveryRoot) {
   }
 }
 
+// Gathers every rank's block to `root`, scatters the blocks back and reduces
+// them to `root`, checking each result.
+void run_rooted_calls(int n, int lanes, int root) {
+  run_ranks(n, lanes, [&](Links& links) {
+    const int rank = links.rank();
+    const std::size_t count = 5;
+    std::vector<std::int32_t> mine(count), all(count * static_cast<std::size_t>(n), -1);
+    for (std::size_t i = 0; i < count; ++i) mine[i] = rank * 100 + static_cast<int>(i);
+    CollectiveCall call{CollectiveKind::gather, ReduceOp::sum, Dtype::i32, count, 1};
+    call.root = root;
+    gather_direct(links, call, ConstElementSpan::of(std::span<const std::int32_t>(mine)),
+                  ElementSpan::of(std::span(all)));
+    for (std::size_t i = 0; rank == root && i < all.size(); ++i) {
+      if (all[i] != static_cast<int>(i / count) * 100 + static_cast<int>(i % count)) {
+        throw std::runtime_error("wrong gather");
+      }
+    }
+    call.kind = CollectiveKind::scatter;
+    call.sequence = 2;
+    std::vector<std::int32_t> got(count, -1);
+    scatter_direct(links, call, ConstElementSpan::of(std::span<const std::int32_t>(all)),
+                   ElementSpan::of(std::span(got)));
+    if (got != mine) throw std::runtime_error("wrong scatter");
+    call.kind = CollectiveKind::reduce;
+    call.sequence = 3;
+    reduce_binomial(links, call, ElementSpan::of(std::span(mine)));
+    const int ranks_sum = n * (n - 1) / 2 * 100;
+    for (std::size_t i = 0; rank == root && i < count; ++i) {
+      if (mine[i] != ranks_sum + n * static_cast<int>(i)) throw std::runtime_error("wrong reduce");
+    }
+  });
+}
+
+TEST_P(AlgorithmTest, ReduceGatherAndScatterFromEveryRoot) {
+  const auto [n, lanes] = GetParam();
+  for (int root = 0; root < n; ++root) run_rooted_calls(n, lanes, root);
+}
+
+// More peers than one step has room for: the root takes them over steps.
+TEST(RootedAlgorithms, GatherAndScatterWithMorePeersThanAStepHolds) {
+  for (int lanes : {1, 2}) run_rooted_calls(70, lanes, 3);
+}
+
 TEST_P(AlgorithmTest, BarrierCompletes) {
   const auto [n, lanes] = GetParam();
   run_ranks(n, lanes, [&](Links& links) {

@@ -13,6 +13,11 @@
 //                                 (then a barrier: where a root finished, it fails there)
 //   fault_program mismatch_split  rank 1 splits the group, the rest all_sum
 //   fault_program mismatch_gather_root  rank 1 gathers to itself, the rest to rank 0
+//   fault_program mismatch_reduce_root  the last rank reduces to itself, the rest to rank 0
+//   fault_program mismatch_broadcast_vs_barrier  the last rank enters a barrier, the
+//                                 rest broadcast from rank 0 (then all a barrier)
+//   fault_program mismatch_scatter_root  the last rank scatters from itself, the rest
+//                                 from rank 0
 //   fault_program mismatch_gather_v  rank 1 splits all_gather_v's total differently
 //   fault_program mismatch_all_to_all_v  rank 1 expects one element more from rank 0
 //   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
@@ -584,6 +589,31 @@ int main(int argc, char** argv) {
                         group->barrier();
                       },
                       {"to rank 0", "to rank 1"});
+  } else if (mode == "mismatch_reduce_root") {
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        group->reduce(std::span(data), rlx::ReduceOp::sum, rank == last ? last : 0);
+                        group->barrier();
+                      },
+                      {"to rank 0", "to rank " + std::to_string(last)});
+  } else if (mode == "mismatch_broadcast_vs_barrier") {
+    // A non-root whose left neighbour agreed may finish its part of the tree
+    // before it hears of the mismatch: its next call reports it.
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        rank == last ? group->barrier() : group->broadcast(std::span(data), 0);
+                        group->barrier();
+                      },
+                      {"broadcast", "barrier"});
+  } else if (mode == "mismatch_scatter_root") {
+    std::vector<float> all(data.size() * static_cast<std::size_t>(group->world_size()), 1.0f);
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        group->scatter(std::span<const float>(all), std::span(data),
+                                       rank == last ? last : 0);
+                        group->barrier();
+                      },
+                      {"from rank 0", "from rank " + std::to_string(last)});
   } else if (mode == "mismatch_gather_v") {
     // The same total, another split of it on rank 1.
     std::vector<std::size_t> counts(static_cast<std::size_t>(group->world_size()), 10);

@@ -63,14 +63,15 @@ TEST(Faults, DifferentCollectivesFailEveryRankWithAMismatch) {
   EXPECT_NE(describe(job).find("barrier"), std::string::npos);
 }
 
-// Calls that differ only in dtype, op, one element, the collective, the
-// broadcast's root or the all-to-all's block: every
+// Calls that differ only in dtype, op, one element, the collective, a rooted
+// call's root or the all-to-all's block: every
 // rank fails with a mismatch naming both calls (fault_program checks the words).
 TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   for (const char* mode :
        {"mismatch_dtype", "mismatch_op", "mismatch_by_one", "mismatch_gather", "mismatch_root",
         "mismatch_all_to_all", "mismatch_nonblocking", "mismatch_split", "mismatch_gather_v",
-        "mismatch_all_to_all_v", "mismatch_gather_root", "mismatch_sum_vs_gather_v",
+        "mismatch_all_to_all_v", "mismatch_gather_root", "mismatch_reduce_root",
+        "mismatch_scatter_root", "mismatch_broadcast_vs_barrier", "mismatch_sum_vs_gather_v",
         "mismatch_sum_vs_all_to_all_v"}) {
     const JobOutcome job = run_fault_mode(mode, 3, {"RLX_TIMEOUT_S=60"});
     for (const auto& rank : job.ranks) {
