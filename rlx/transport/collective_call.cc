@@ -1,5 +1,7 @@
 #include "rlx/transport/collective_call.h"
 
+#include <utility>
+
 namespace rlx {
 
 std::string_view name_of(CollectiveKind kind) {
@@ -54,6 +56,16 @@ std::string CollectiveCall::describe() const {
     return text.append(", set-up call #").append(std::to_string(sequence - kSetupSequence));
   }
   return text.append(", collective #").append(std::to_string(sequence));
+}
+
+CollectiveError call_mismatch(ErrorSite site, const CollectiveCall& mine, int peer,
+                              const CollectiveCall& theirs, const std::string& detail) {
+  site.peer = peer;
+  return CollectiveError(ErrorKind::mismatch, std::move(site),
+                         "this rank called " + mine.describe() + " but rank " +
+                             std::to_string(peer) + " called " + theirs.describe() + detail,
+                         "every rank must call the same collectives in the same order with the "
+                         "same sizes");
 }
 
 }  // namespace rlx

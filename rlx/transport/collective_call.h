@@ -49,4 +49,9 @@ struct CollectiveCall {
   std::string describe() const;
 };
 
+// The mismatch a rank in `mine` reports on finding `peer` in `theirs`,
+// naming both calls (and `detail`, such as which step), alike on every backend.
+CollectiveError call_mismatch(ErrorSite site, const CollectiveCall& mine, int peer,
+                              const CollectiveCall& theirs, const std::string& detail = {});
+
 }  // namespace rlx

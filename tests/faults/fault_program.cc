@@ -16,6 +16,8 @@
 //   fault_program mismatch_reduce_root  the last rank reduces to itself, the rest to rank 0
 //   fault_program mismatch_broadcast_vs_barrier  the last rank enters a barrier, the
 //                                 rest broadcast from rank 0 (then all a barrier)
+//   fault_program mismatch_sum_vs_broadcast  rank RLX_ODD_RANK (default 0) all_sums 16
+//                                 floats, the rest broadcast 16 from rank 0
 //   fault_program mismatch_scatter_root  the last rank scatters from itself, the rest
 //                                 from rank 0
 //   fault_program mismatch_gather_v  rank 1 splits all_gather_v's total differently
@@ -605,6 +607,20 @@ int main(int argc, char** argv) {
                         group->barrier();
                       },
                       {"broadcast", "barrier"});
+  } else if (mode == "mismatch_sum_vs_broadcast") {
+    // A small all_sum (recursive doubling) beside a broadcast from rank 0:
+    // at 6 ranks some rank waits on a peer that sends it nothing.
+    const char* odd = std::getenv("RLX_ODD_RANK");
+    const bool summing = rank == (odd != nullptr ? std::atoi(odd) : 0);
+    std::vector<float> small(16, 1.0f);
+    ok = expect_error(rlx::ErrorKind::mismatch,
+                      [&] {
+                        summing ? group->all_sum(std::span(small))
+                                : group->broadcast(std::span(small), 0);
+                        group->barrier();
+                      },
+                      // Ranks whose broadcast completed meet it in their barrier.
+                      {"all_reduce"});
   } else if (mode == "mismatch_scatter_root") {
     std::vector<float> all(data.size() * static_cast<std::size_t>(group->world_size()), 1.0f);
     ok = expect_error(rlx::ErrorKind::mismatch,

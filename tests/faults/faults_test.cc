@@ -81,6 +81,21 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   }
 }
 
+// Calls whose own frames never meet: at 6 ranks the rank in a small
+// all_reduce waits for a peer (its fold partner) whose broadcast sends it
+// nothing, while another broadcaster's frame sits unread on its sockets.
+TEST(Faults, AnAllReduceBesideABroadcastIsAMismatchWhereverTheOddRankIs) {
+  for (const char* odd : {"0", "1", "4"}) {
+    // A deadline short enough that a regression fails with every rank's report.
+    const JobOutcome job = run_fault_mode("mismatch_sum_vs_broadcast", 6,
+                                          {"RLX_TIMEOUT_S=15", std::string("RLX_ODD_RANK=") + odd});
+    for (const auto& rank : job.ranks) {
+      EXPECT_TRUE(rank.exited_ok()) << "odd rank " << odd << "\n" << describe(job);
+      EXPECT_LT(reported_ms(rank.out), 10000) << "odd rank " << odd << "\n" << describe(job);
+    }
+  }
+}
+
 // RLX_UNEXPECTED_BYTES caps only what nobody waits for: a message 8x the cap
 // reaches a receiver that waits; one sent before its receive fails both ranks.
 TEST(Faults, TheEarlyMessageCapSparesMessagesAReceiverWaitsFor) {

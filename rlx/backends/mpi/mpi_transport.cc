@@ -330,11 +330,7 @@ CollectiveError MpiTransport::mismatch_error(const CollectiveCall& call,
   const bool mine_is_least = verdict.least == call;
   const CollectiveCall& other = mine_is_least ? verdict.greatest : verdict.least;
   const int other_rank = mine_is_least ? verdict.greatest_rank : verdict.least_rank;
-  return CollectiveError(ErrorKind::mismatch, site(call.describe(), other_rank),
-                         "this rank called " + call.describe() + " but rank " +
-                             std::to_string(other_rank) + " called " + other.describe(),
-                         "every rank must call the same collectives in the same order with the "
-                         "same sizes");
+  return call_mismatch(site(call.describe()), call, other_rank, other);
 }
 
 void MpiTransport::do_all_reduce(ElementSpan data, ReduceOp op) {

@@ -1,6 +1,7 @@
 #include "rlx/backends/tcp/lane_links.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <thread>
@@ -28,6 +29,11 @@ constexpr std::size_t kMaxBytesPerCall = 512 * 1024;
 // How long a lost connection waits for the abort that may explain it.
 constexpr std::chrono::milliseconds kRootCauseGrace{250};
 
+// How long a step waits before it also watches the sockets it does not
+// read (watch_other_sockets): steps that wait less never poll them, and a
+// mismatch found this late still beats the deadline it replaces by far.
+constexpr std::chrono::milliseconds kWatchOthersAfter{100};
+
 bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || code == EINTR; }
 
 }  // namespace
@@ -50,7 +56,9 @@ LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>
   staging_.resize(static_cast<std::size_t>(world_size_ * num_lanes_) * kStagingBytes);
   sends_.reserve(64);
   recvs_.reserve(64);
-  pollfds_.reserve(129);
+  pollfds_.reserve(129 + static_cast<std::size_t>(world_size_ * num_lanes_));
+  settled_.assign(static_cast<std::size_t>(world_size_ * num_lanes_), 0);
+  watched_.reserve(settled_.size());
 }
 
 ErrorSite LaneLinks::site_of(const CollectiveCall& call, int peer) const {
@@ -80,8 +88,7 @@ int LaneLinks::lane_fd(int peer, int lane, const CollectiveCall& call) const {
 }
 
 std::span<std::byte> LaneLinks::staging_for(int peer, int lane) {
-  const auto index = static_cast<std::size_t>(peer * num_lanes_ + lane);
-  return std::span(staging_).subspan(index * kStagingBytes, kStagingBytes);
+  return std::span(staging_).subspan(lane_index(peer, lane) * kStagingBytes, kStagingBytes);
 }
 
 void LaneLinks::exchange(const CollectiveCall& call, std::uint32_t step,
@@ -236,14 +243,12 @@ void LaneLinks::check_header(const RecvState& r, const CollectiveCall& call, std
   const CollectiveCall theirs = wire::call_of(h);
   const bool same_step = h.tag == step && h.length == r.into.size();
   if (!(theirs == call) || !same_step) {
-    fail(ErrorKind::mismatch, call, r.peer,
-         "this rank called " + call.describe() + " but rank " + std::to_string(r.peer) +
-             " called " + theirs.describe() +
-             (theirs == call ? " (step " + std::to_string(h.tag) + " of " + format_bytes(h.length) +
-                                   ", expected step " + std::to_string(step) + " of " +
-                                   format_bytes(r.into.size()) + ")"
-                             : ""),
-         "every rank must call the same collectives in the same order with the same sizes");
+    raise(call_mismatch(site_of(call), call, r.peer, theirs,
+                        theirs == call
+                            ? " (step " + std::to_string(h.tag) + " of " + format_bytes(h.length) +
+                                  ", expected step " + std::to_string(step) + " of " +
+                                  format_bytes(r.into.size()) + ")"
+                            : ""));
   }
 }
 
@@ -266,18 +271,24 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
     if (r.header_got < wire::kFrameHeaderBytes || r.got + r.carry < r.into.size())
       want(r.fd, POLLIN);
   }
+  const auto step_fds = static_cast<std::ptrdiff_t>(pollfds_.size());
   pollfds_.push_back({latch_.wake_fd(), POLLIN, 0});
-  const int n = ::poll(pollfds_.data(), pollfds_.size(), ms_until(deadline));
+  const Deadline watch_from = deadline - timeout_ + kWatchOthersAfter;
+  const bool watching = Clock::now() >= watch_from;
+  if (watching) watch_other_sockets(call);
+  const int n = ::poll(pollfds_.data(), pollfds_.size(),
+                       ms_until(watching ? deadline : std::min(deadline, watch_from)));
   if (latch_.tripped()) {
     // Bytes already on a socket of this step go first: run() takes them
     // and comes back here, and the failure is thrown once nothing is ready.
-    const bool ready = std::any_of(pollfds_.begin(), pollfds_.end() - 1,
+    const bool ready = std::any_of(pollfds_.begin(), pollfds_.begin() + step_fds,
                                    [](const pollfd& p) { return p.revents != 0; });
     if (!ready) latch_.rethrow_if_tripped(site_of(call));
     return;
   }
+  if (n > 0 && watching) look_at_watched(call, static_cast<std::size_t>(step_fds) + 1);
   if (n > 0 || (n < 0 && errno == EINTR)) {
-    for (const auto& p : pollfds_) {
+    for (const auto& p : std::span(pollfds_).first(static_cast<std::size_t>(step_fds))) {
       if ((p.revents & (POLLERR | POLLHUP)) != 0 && (p.events & POLLIN) == 0) {
         // A send whose peer is gone: no receive will report it, so report it here.
         for (const auto& s : sends_) {
@@ -292,6 +303,65 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
     return;
   }
   if (Clock::now() >= deadline) fail_timeout(call, step);
+}
+
+void LaneLinks::watch_other_sockets(const CollectiveCall& call) {
+  if (!(call == watched_call_)) {
+    watched_call_ = call;
+    std::fill(settled_.begin(), settled_.end(), 0);
+  }
+  watched_.clear();
+  for (int peer = 0; peer < world_size_; ++peer) {
+    const auto& peer_lanes = lanes_[static_cast<std::size_t>(peer)];
+    for (int lane = 0; lane < static_cast<int>(peer_lanes.size()); ++lane) {
+      const int fd = peer_lanes[static_cast<std::size_t>(lane)].get();
+      const bool in_step = std::any_of(recvs_.begin(), recvs_.end(),
+                                       [fd](const RecvState& r) { return r.fd == fd; });
+      if (in_step || settled_[lane_index(peer, lane)] != 0) continue;
+      pollfds_.push_back({fd, POLLIN, 0});
+      watched_.push_back({peer, lane});
+    }
+  }
+}
+
+void LaneLinks::look_at_watched(const CollectiveCall& call, std::size_t first_watched) {
+  for (std::size_t i = 0; i < watched_.size(); ++i) {
+    const short revents = pollfds_[first_watched + i].revents;
+    const auto [peer, lane] = watched_[i];
+    // A reset connection: a peek would take its error from the step that
+    // reads it, which names it.
+    if ((revents & POLLERR) != 0) {
+      settled_[lane_index(peer, lane)] = 1;
+    } else if (revents != 0) {
+      look_at_unread_frame(call, peer, lane);
+    }
+  }
+}
+
+void LaneLinks::look_at_unread_frame(const CollectiveCall& call, int peer, int lane) {
+  // Whatever is found, this socket is not looked at again in this call: its
+  // frame belongs to a later step, or a step reading it reports what is wrong
+  // with it (a loss, a bad header), or it is the mismatch thrown here. So is
+  // a header not yet whole (rare: a frame starts a send), since waiting for
+  // its rest would spin.
+  settled_[lane_index(peer, lane)] = 1;
+  std::array<std::byte, wire::kFrameHeaderBytes> bytes;
+  const int fd = lanes_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(lane)].get();
+  if (::recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(bytes.size())) {
+    return;
+  }
+  wire::FrameHeader header;
+  try {
+    header = wire::decode(bytes);
+  } catch (const wire::DecodeError&) {
+    return;
+  }
+  if (header.kind != wire::FrameKind::collective) return;
+  const CollectiveCall theirs = wire::call_of(header);
+  if (theirs.sequence == call.sequence && !(theirs == call)) {
+    raise(call_mismatch(site_of(call), call, peer, theirs));
+  }
 }
 
 void LaneLinks::fail_timeout(const CollectiveCall& call, std::uint32_t step) {
@@ -329,7 +399,10 @@ void LaneLinks::fail(ErrorKind kind, const CollectiveCall& call, int peer,
     ::poll(&wake, 1, static_cast<int>(kRootCauseGrace.count()));
     latch_.rethrow_if_tripped(site_of(call));
   }
-  CollectiveError error(kind, site_of(call, peer), detail, hint);
+  raise(CollectiveError(kind, site_of(call, peer), detail, hint));
+}
+
+void LaneLinks::raise(const CollectiveError& error) {
   if (on_failure_) on_failure_(error);
   throw error;
 }

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 #include <poll.h>
@@ -81,10 +82,24 @@ class LaneLinks final : public Links {
   static void take_payload(RecvState& r, std::size_t n, const CollectiveCall& call);
   static void absorb(RecvState& r, std::size_t n, const CollectiveCall& call);
   void wait_for_sockets(const CollectiveCall& call, std::uint32_t step, Deadline deadline);
+  // Once a step has waited a while, the frames other peers already sent to
+  // this rank: one of this call's number but another call is a mismatch
+  // found now, which the step's own frames may never show (a rank in a small
+  // all_reduce waits for a peer that, in its broadcast, sends it nothing).
+  // Appends the sockets worth a look to pollfds_ (their lanes to watched_)
+  // and looks at those poll() found ready.
+  void watch_other_sockets(const CollectiveCall& call);
+  void look_at_watched(const CollectiveCall& call, std::size_t first_watched);
+  void look_at_unread_frame(const CollectiveCall& call, int peer, int lane);
+  // Tells the transport (on_failure) and throws.
+  [[noreturn]] void raise(const CollectiveError& error);
   [[noreturn]] void fail_timeout(const CollectiveCall& call, std::uint32_t step);
   [[noreturn]] void fail(ErrorKind kind, const CollectiveCall& call, int peer,
                          const std::string& detail, const std::string& hint = {});
   int lane_fd(int peer, int lane, const CollectiveCall& call) const;
+  std::size_t lane_index(int peer, int lane) const {
+    return static_cast<std::size_t>(peer * num_lanes_ + lane);
+  }
   std::span<std::byte> staging_for(int peer, int lane);
 
   int rank_, world_size_, num_lanes_;
@@ -99,6 +114,11 @@ class LaneLinks final : public Links {
   std::vector<SendState> sends_;  // reused between steps: no allocation once warm
   std::vector<RecvState> recvs_;
   std::vector<pollfd> pollfds_;
+  // Per (peer, lane): nothing more to learn from its next frame in
+  // watched_call_ (it is this call's, the peer is ahead, or it is gone).
+  CollectiveCall watched_call_;
+  std::vector<char> settled_;
+  std::vector<std::pair<int, int>> watched_;  // (peer, lane) of the polled, in order
 };
 
 }  // namespace rlx::tcp

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <ctime>
 #include <thread>
 #include <vector>
 
@@ -183,6 +184,92 @@ TEST(LaneLinks, APeerThatTricklesBytesStillMeetsTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   stop = true;
   peer.join();
+}
+
+// Rank 0's LaneLinks with one lane to each of ranks 1 and 2, whose ends the
+// test writes and closes itself.
+class TwoPeers {
+ public:
+  explicit TwoPeers(std::chrono::milliseconds timeout) {
+    std::vector<std::vector<UniqueFd>> lanes(3);
+    for (int peer = 1; peer <= 2; ++peer) {
+      int fds[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+        throw std::runtime_error("socketpair failed");
+      }
+      lanes[static_cast<std::size_t>(peer)].emplace_back(fds[0]);
+      peers_[peer - 1] = UniqueFd(fds[1]);
+    }
+    links_ = std::make_unique<LaneLinks>(0, 3, std::move(lanes), timeout, bounded_spin_for(1),
+                                         latch_, nullptr);
+  }
+  LaneLinks& links() { return *links_; }
+  void write(int peer, std::span<const std::byte> bytes) {
+    ASSERT_EQ(::send(peers_[peer - 1].get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  void close(int peer) { peers_[peer - 1] = UniqueFd(); }
+
+ private:
+  FailureLatch latch_;
+  UniqueFd peers_[2];
+  std::unique_ptr<LaneLinks> links_;
+};
+
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// A step waiting on rank 1 sees that rank 2 sent a frame of this call's
+// number but another call: a mismatch long before the deadline, although
+// rank 1 never answers.
+TEST(LaneLinks, AnUnreadFrameOfAnotherCallFromAPeerOutsideTheStepIsAMismatch) {
+  TwoPeers links(10s);
+  CollectiveCall broadcast = sum_of(16);
+  broadcast.kind = CollectiveKind::broadcast;
+  broadcast.root = 0;
+  links.write(2, frame_of(broadcast, 0, {}));
+  std::vector<float> data(16, 1.0f);
+  const StepRecv recv{1, 0, std::as_writable_bytes(std::span(data)), /*reduce=*/true};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    links.links().exchange(sum_of(16), 0, {}, {&recv, 1});
+    ADD_FAILURE() << "a step completed without its peer's data";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::mismatch) << error.what();
+    EXPECT_NE(std::string(error.what()).find("but rank 2 called broadcast"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+// What is not a mismatch: a frame of this call for a later step, a peer
+// ahead in a later call, a peer that closed. The step waits for rank 1 in
+// poll() (no spinning on the ready socket it has looked at) and completes.
+TEST(LaneLinks, UnreadFramesOfThisCallOrALaterOneOrAClosePassQuietly) {
+  CollectiveCall later = sum_of(16);
+  later.sequence += 1;
+  later.kind = CollectiveKind::barrier;
+  for (const int what : {0, 1, 2}) {
+    TwoPeers links(10s);
+    if (what == 0) links.write(2, frame_of(sum_of(16), 1, {}));
+    if (what == 1) links.write(2, frame_of(later, 0, {}));
+    if (what == 2) links.close(2);
+    std::vector<float> data(16, 1.0f), theirs(16, 2.0f);
+    std::thread peer([&] {
+      std::this_thread::sleep_for(500ms);
+      links.write(1, frame_of(sum_of(16), 0, bytes_of_floats(theirs)));
+    });
+    const StepRecv recv{1, 0, std::as_writable_bytes(std::span(data)), /*reduce=*/true};
+    const double cpu_before = thread_cpu_seconds();
+    EXPECT_NO_THROW(links.links().exchange(sum_of(16), 0, {}, {&recv, 1})) << "case " << what;
+    const double cpu = thread_cpu_seconds() - cpu_before;
+    peer.join();
+    EXPECT_EQ(data, std::vector<float>(16, 3.0f)) << "case " << what;
+    EXPECT_LT(cpu, 0.2) << "case " << what << ": the wait spun";
+  }
 }
 
 }  // namespace

@@ -119,6 +119,10 @@ class Engine {
   void on_chunk(Peer& p, std::uint32_t imm, std::uint32_t bytes);
   void on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data, std::size_t bytes);
   void consume_held(Peer& p);
+  // A chunk held from `p` that no step of this rank waits for: the start of
+  // a frame of the current call's number but another call is a mismatch
+  // found now, which the step's own peers may never show. Lock held.
+  std::optional<CollectiveError> unawaited_mismatch(const Peer& p) const;
   void on_send_done(Peer& p, const ibv_wc& wc, std::uint32_t kind, std::uint32_t index);
   void completion_failed(Peer& p, std::uint32_t kind, const ibv_wc& wc, std::size_t bytes);
   // Into the waiting receiver or the mailbox; `awaited` messages (a receiver
@@ -166,7 +170,8 @@ class Engine {
 
   std::mutex mutex_;
   std::condition_variable progressed_;
-  std::vector<SendState> sends_;  // the current collective step's, reused
+  std::vector<SendState> sends_;                // the current collective step's, reused
+  std::optional<CollectiveCall> current_call_;  // the last that exchange() ran
   bool closing_ = false;
   std::uint64_t mailbox_events_ = 0;  // deliveries and failures, for receivers
 

@@ -78,6 +78,14 @@ void Engine::exchange(const CollectiveCall& call, std::uint32_t step,
     p.expect = {true, false, call, step, r.into, r.reduce, 0};
     consume_held(p);
   }
+  if (!current_call_ || !(*current_call_ == call)) {
+    current_call_ = call;
+    for (const auto& p : peers_) {
+      if (auto mismatch = p ? unawaited_mismatch(*p) : std::nullopt) {
+        fail_and_throw(*mismatch, true);
+      }
+    }
+  }
   flush_credits();
   const bool done = drive(caller, coarse_now() + spec_.timeout, true, [&] {
     progress_sends();

@@ -124,6 +124,16 @@ void Engine::on_chunk(Peer& p, std::uint32_t imm, std::uint32_t bytes) {
   p.held.chunks[(p.held.head + p.held.count) % kMaxSlots] = {slot, payload, h};
   ++p.held.count;
   consume_held(p);
+  if (auto mismatch = unawaited_mismatch(p)) fail(*mismatch, true);
+}
+
+std::optional<CollectiveError> Engine::unawaited_mismatch(const Peer& p) const {
+  if (!current_call_ || p.expect.active || p.held.count == 0) return std::nullopt;
+  const Held& c = p.held.chunks[p.held.head];
+  if (c.header.offset != 0) return std::nullopt;
+  const CollectiveCall theirs = wire::call_of(c.header.frame);
+  if (theirs.sequence != current_call_->sequence || theirs == *current_call_) return std::nullopt;
+  return call_mismatch(site(current_call_->describe()), *current_call_, p.rank, theirs);
 }
 
 void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
@@ -201,16 +211,12 @@ void Engine::consume_held(Peer& p) {
       if (!(theirs == e.call) || !same_step) {
         const auto& h = c.header.frame;
         return fail(
-            CollectiveError(
-                ErrorKind::mismatch, site(e.call.describe(), p.rank),
-                "this rank called " + e.call.describe() + " but rank " + std::to_string(p.rank) +
-                    " called " + theirs.describe() +
-                    (theirs == e.call
-                         ? " (step " + std::to_string(h.tag) + " of " + format_bytes(h.length) +
-                               ", expected step " + std::to_string(e.step) + " of " +
-                               format_bytes(e.into.size()) + ")"
-                         : ""),
-                "every rank must call the same collectives in the same order with the same sizes"),
+            call_mismatch(site(e.call.describe()), e.call, p.rank, theirs,
+                          theirs == e.call ? " (step " + std::to_string(h.tag) + " of " +
+                                                 format_bytes(h.length) + ", expected step " +
+                                                 std::to_string(e.step) + " of " +
+                                                 format_bytes(e.into.size()) + ")"
+                                           : ""),
             true);
       }
       e.started = true;
