@@ -2,7 +2,7 @@
 # The README's second command: install what is missing, build, and run the
 # whole test suite through ctest: the release build (and a short run of
 # bench/compare and bench/scaling), then the ASan+UBSan and TSan builds,
-# then the fuzzers; each build after the first runs beside the tests before it.
+# then the fuzzers; all after the release build runs beside the tests.
 # Usage: scripts/test.sh [--quick]   (--quick: release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,17 +33,20 @@ phase_done() {
   phase_started=$SECONDS
 }
 
-# Each build after the first overlaps the tests of the one before it: the
-# release tests leave about half the CPU idle (waiting on deadlines, peers,
-# the VM). The build should take only that idle CPU, or CPU-bound tests run
-# up to 2x slower beside it: the idle scheduling class alone does not do it,
-# because the kernel's autogroups give each session an equal share whatever
-# its class. A cgroup marked cpu.idle does (busy loops beside a build in one
-# ran at full speed), so the build runs in one when this user may make it
-# (cgroup v1 or v2 with the cpu controller, as root); else in the idle class.
-background_build=
+# Everything after the release build runs in one background job, one step
+# after another, beside the foreground's tests: the ASan and TSan builds,
+# then the fuzzers' build and their run. The tests leave about half the CPU
+# idle (waiting on deadlines, peers, the VM), and this job takes only that:
+# a build beside CPU-bound tests otherwise slows them up to 2x, and the idle
+# scheduling class alone does not stop it, because the kernel's autogroups
+# give each session an equal share whatever its class. A cgroup marked
+# cpu.idle does (busy loops beside a build in one ran at full speed), so the
+# job runs in one when this user may make it (cgroup v1 or v2 with the cpu
+# controller, as root); else in the idle class. Each step leaves a mark, and
+# the foreground waits only for the step it needs next.
 background_pid=
 idle_cgroup=
+marks=build/suite-marks
 make_idle_cgroup() {
   local root group
   for root in /sys/fs/cgroup/cpu /sys/fs/cgroup; do
@@ -56,7 +59,7 @@ make_idle_cgroup() {
     rmdir "$group"
   done
 }
-# After stop_background_build: its processes may take a moment to go.
+# After stop_background_job: its processes may take a moment to go.
 remove_idle_cgroup() {
   [[ -n $idle_cgroup ]] || return 0
   for _ in {1..50}; do
@@ -65,32 +68,40 @@ remove_idle_cgroup() {
   done
   echo "rlx: could not remove $idle_cgroup" >&2
 }
-build_in_background() {
-  background_build=$1
-  shift
-  mkdir -p build
-  # Its own process group, so that a failed suite stops the whole build.
-  local enter=
-  [[ -n $idle_cgroup ]] && enter="echo \$\$ >$idle_cgroup/cgroup.procs && "
-  chrt --idle 0 setsid bash -c "$enter$*" >"build/$background_build-build.log" 2>&1 &
-  background_pid=$!
-}
-finish_background_build() {
-  echo "=== rlx: waiting for the $background_build build ==="
-  if ! wait "$background_pid"; then
-    background_pid=
-    cat "build/$background_build-build.log" >&2
-    echo "rlx: the $background_build build failed (build/$background_build-build.log)" >&2
-    exit 1
-  fi
-  background_pid=
-  phase_done "$background_build build (the part after the tests it overlapped)"
-}
-stop_background_build() {
-  if [[ -n $background_pid ]]; then kill -- "-$background_pid" 2>/dev/null || true; fi
-}
 preset_build() {
   echo "cmake --preset $1 >/dev/null && cmake --build --preset $1 -j $jobs"
+}
+# The job's steps: "name: command" lines, each logged to build/<name>.log.
+start_background_job() {
+  local script="cd '$PWD'" step name
+  rm -rf "$marks"
+  mkdir -p "$marks"
+  for step in "$@"; do
+    name=${step%%:*}
+    script+="; { ${step#*:}; } >build/$name.log 2>&1 || exit 1; touch $marks/$name"
+  done
+  local enter=
+  [[ -n $idle_cgroup ]] && enter="echo \$\$ >$idle_cgroup/cgroup.procs && "
+  # Its own process group, so that a failed suite stops the whole job.
+  chrt --idle 0 setsid bash -c "$enter$script" >/dev/null 2>&1 &
+  background_pid=$!
+}
+# Waits until the background job has done step $1, or fails with its log.
+wait_for_step() {
+  echo "=== rlx: waiting for $1 ==="
+  until [[ -e $marks/$1 ]]; do
+    if ! kill -0 "$background_pid" 2>/dev/null; then
+      [[ -e $marks/$1 ]] && break
+      cat "build/$1.log" >&2
+      echo "rlx: $1 failed (build/$1.log)" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  phase_done "$1 (the part after the tests it overlapped)"
+}
+stop_background_job() {
+  if [[ -n $background_pid ]]; then kill -- "-$background_pid" 2>/dev/null || true; fi
 }
 
 run_tests() {
@@ -101,7 +112,7 @@ run_tests() {
 }
 
 suite_started=$(mktemp)
-trap 'stop_background_build; remove_idle_cgroup; rm -f "$suite_started"' EXIT
+trap 'stop_background_job; remove_idle_cgroup; rm -f "$suite_started"' EXIT
 make_idle_cgroup
 
 # Formatting is part of the suite: every C++ file matches .clang-format.
@@ -111,7 +122,15 @@ echo "=== rlx: release build ==="
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$jobs"
 phase_done "release build"
-[[ $quick -eq 0 ]] && build_in_background asan "$(preset_build asan)"
+# libFuzzer on every decoder of network and file input, from the committed
+# seeds, RLX_FUZZ_SECONDS (default 20) per target, beside the TSan tests.
+if [[ $quick -eq 0 ]]; then
+  start_background_job "asan-build: $(preset_build asan)" "tsan-build: $(preset_build tsan)" \
+    "fuzz-build: cmake -S tests/fuzz -B build/fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 \
+      >/dev/null && cmake --build build/fuzz -j $jobs" \
+    "fuzzing: ctest --test-dir build/fuzz \
+      --output-on-failure --no-tests=error -j $jobs"
+fi
 run_tests release
 # The side-by-side comparison in its short mode, so it cannot rot: it fails
 # when any system (rlx or a peer) computes a wrong result. The same-host one
@@ -129,18 +148,11 @@ RLX_COST_MODEL=build/release/scaling-short/cost-model build/release/bin/rlxrun -
   build/release/examples/hello_allreduce >/dev/null
 phase_done "benchmarks' short runs"
 if [[ $quick -eq 0 ]]; then
-  finish_background_build
-  build_in_background tsan "$(preset_build tsan)"
+  wait_for_step asan-build
   run_tests asan
-  finish_background_build
-  # libFuzzer on every decoder of network and file input, from the committed
-  # seeds, RLX_FUZZ_SECONDS (default 20) per target.
-  build_in_background fuzz "cmake -S tests/fuzz -B build/fuzz -G Ninja \
-    -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null && cmake --build build/fuzz -j $jobs"
+  wait_for_step tsan-build
   run_tests tsan
-  finish_background_build
-  echo "=== rlx: fuzzing ==="
-  ctest --test-dir build/fuzz --output-on-failure --no-tests=error -j "$jobs"
-  phase_done "fuzzing"
+  wait_for_step fuzzing
+  grep -E "tests passed|Test +#" build/fuzzing.log
 fi
 echo "=== rlx: all test runs passed ==="
