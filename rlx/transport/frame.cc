@@ -68,7 +68,9 @@ CollectiveError relayed_failure(const FrameHeader& header, std::string_view text
                         : ErrorKind::protocol_violation;
   const bool names_a_rank =
       header.sequence >= 1 && header.sequence <= static_cast<std::uint64_t>(site.world_size);
-  site.peer = names_a_rank ? static_cast<int>(header.sequence - 1) : sender;
+  const int blamed = names_a_rank ? static_cast<int>(header.sequence - 1) : sender;
+  // The blamed rank itself (the other side of a mismatch) hears of it from its sender.
+  site.peer = blamed == site.rank ? sender : blamed;
   return CollectiveError(kind, std::move(site),
                          "rank " + std::to_string(sender) + " failed: " + std::string(text));
 }

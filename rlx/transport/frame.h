@@ -64,8 +64,9 @@ FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t l
 
 // What a received abort stands for: `sender` failed with `text`. The error
 // is blamed (site.peer, CollectiveError::peer) on the rank the header names
-// when it is a rank of the group (site.world_size), else on `sender`, so a
-// failure relayed from rank to rank still names its cause.
+// when it is a rank of the group (site.world_size) other than this one
+// (site.rank), else on `sender`, so a failure relayed from rank to rank
+// still names its cause, and the rank blamed names the rank that found it.
 CollectiveError relayed_failure(const FrameHeader& header, std::string_view text, int sender,
                                 ErrorSite site);
 
