@@ -56,6 +56,9 @@ TEST(Frame, RelayedFailuresKeepTheRankTheyBlame) {
   EXPECT_EQ(relayed.peer(), 2);
   EXPECT_NE(std::string(relayed.what()).find("rank 0 failed: "), std::string::npos);
 
+  // Rank 2, the blamed rank itself, is told who found it.
+  EXPECT_EQ(relayed_failure(header, original.what(), 0, {.rank = 2, .world_size = 3}).peer(), 0);
+
   const CollectiveError mine(ErrorKind::mismatch, {.rank = 1, .world_size = 3}, "different calls");
   EXPECT_EQ(relayed_failure(abort_header(mine, 1, 0), "", 1, {.world_size = 3}).peer(), 1);
   FrameHeader stranger = header;
