@@ -246,29 +246,54 @@ TEST(LaneLinks, AnUnreadFrameOfAnotherCallFromAPeerOutsideTheStepIsAMismatch) {
 }
 
 // What is not a mismatch: a frame of this call for a later step, a peer
-// ahead in a later call, a peer that closed. The step waits for rank 1 in
-// poll() (no spinning on the ready socket it has looked at) and completes.
+// ahead in a later call, a peer that closed, bytes that are no frame. The
+// step waits for rank 1 in poll() past the point where it watches rank 2
+// (no spinning on the ready socket it has looked at) and completes, and
+// rank 2's bytes stay for the step that reads them.
 TEST(LaneLinks, UnreadFramesOfThisCallOrALaterOneOrAClosePassQuietly) {
   CollectiveCall later = sum_of(16);
   later.sequence += 1;
   later.kind = CollectiveKind::barrier;
-  for (const int what : {0, 1, 2}) {
+  const std::vector<std::byte> garbage(wire::kFrameHeaderBytes, std::byte{0xff});
+  for (const int what : {0, 1, 2, 3}) {
     TwoPeers links(10s);
     if (what == 0) links.write(2, frame_of(sum_of(16), 1, {}));
     if (what == 1) links.write(2, frame_of(later, 0, {}));
     if (what == 2) links.close(2);
+    if (what == 3) links.write(2, garbage);
     std::vector<float> data(16, 1.0f), theirs(16, 2.0f);
+    std::atomic<bool> stepping{false};
     std::thread peer([&] {
+      while (!stepping) std::this_thread::yield();
+      // Not a wait for anything: rank 1's silence, which must outlast the
+      // step's 100 ms before it watches rank 2. Asserted below.
       std::this_thread::sleep_for(500ms);
       links.write(1, frame_of(sum_of(16), 0, bytes_of_floats(theirs)));
     });
     const StepRecv recv{1, 0, std::as_writable_bytes(std::span(data)), /*reduce=*/true};
     const double cpu_before = thread_cpu_seconds();
+    stepping = true;
+    const auto start = std::chrono::steady_clock::now();
     EXPECT_NO_THROW(links.links().exchange(sum_of(16), 0, {}, {&recv, 1})) << "case " << what;
+    const auto waited = std::chrono::steady_clock::now() - start;
     const double cpu = thread_cpu_seconds() - cpu_before;
     peer.join();
     EXPECT_EQ(data, std::vector<float>(16, 3.0f)) << "case " << what;
+    EXPECT_GE(waited, 400ms) << "case " << what << ": the step never watched rank 2";
     EXPECT_LT(cpu, 0.2) << "case " << what << ": the wait spun";
+    const StepRecv nothing{2, 0, {}, /*reduce=*/false};
+    if (what == 0) {
+      EXPECT_NO_THROW(links.links().exchange(sum_of(16), 1, {}, {&nothing, 1}));
+    } else if (what == 1) {
+      EXPECT_NO_THROW(links.links().exchange(later, 0, {}, {&nothing, 1}));
+    } else if (what == 3) {
+      try {
+        links.links().exchange(later, 0, {}, {&nothing, 1});
+        ADD_FAILURE() << "bytes that are no frame were taken for one";
+      } catch (const CollectiveError& error) {
+        EXPECT_EQ(error.kind(), ErrorKind::protocol_violation) << error.what();
+      }
+    }
   }
 }
 
