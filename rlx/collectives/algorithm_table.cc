@@ -76,6 +76,17 @@ std::string fits_call_lines(const CallSituation& s) {
   return "the root's " + format_bytes(all) + " are over the call lines' " + format_bytes(capacity);
 }
 
+// Single copy (shm_single_copy.cc): one host whose ranks could all read
+// each other's memory at set-up. Only RLX_TUNE chooses it: on the machine
+// the defaults were measured on, the staging slots beat it at every size
+// (docs/BENCHMARKS.md, "Single copy").
+std::string single_copy_works(const CallSituation& s) {
+  std::string why_not = on_one_host(s);
+  if (!why_not.empty()) return why_not;
+  const std::string& off = s.host->collectives().single_copy_unavailable();
+  return off.empty() ? std::string() : "single copy is off on this host: " + off;
+}
+
 // ---- How each runs --------------------------------------------------------
 
 ShmCollectives& shm(AlgorithmContext& c) { return c.host->collectives(); }
@@ -126,6 +137,11 @@ const Algorithm kAllGather[] = {
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        shm(c).all_gather(call, a.input, a.output);
      }},
+    {"single_copy", Path::shared_memory, "one host whose ranks may read each other's memory",
+     single_copy_works,
+     [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
+       shm(c).all_gather_single_copy(call, a.input, a.output);
+     }},
 };
 
 const Algorithm kReduceScatter[] = {
@@ -147,6 +163,11 @@ const Algorithm kBroadcast[] = {
     {"shared_memory", Path::shared_memory, "every rank on one host", on_one_host,
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        shm(c).broadcast(call, a.output, call.root);
+     }},
+    {"single_copy", Path::shared_memory, "one host whose ranks may read each other's memory",
+     single_copy_works,
+     [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
+       shm(c).broadcast_single_copy(call, a.output, call.root);
      }},
 };
 
@@ -214,6 +235,11 @@ const Algorithm kGather[] = {
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        shm(c).gather(call, a.input, a.output);
      }},
+    {"single_copy", Path::shared_memory, "one host whose ranks may read each other's memory",
+     single_copy_works,
+     [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
+       shm(c).gather_single_copy(call, a.input, a.output);
+     }},
 };
 
 const Algorithm kScatter[] = {
@@ -225,6 +251,11 @@ const Algorithm kScatter[] = {
      fits_call_lines,
      [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
        shm(c).scatter_inline(call, a.input, a.output);
+     }},
+    {"single_copy", Path::shared_memory, "one host whose ranks may read each other's memory",
+     single_copy_works,
+     [](AlgorithmContext& c, const CollectiveCall& call, const CollectiveArgs& a) {
+       shm(c).scatter_single_copy(call, a.input, a.output);
      }},
 };
 

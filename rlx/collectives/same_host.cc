@@ -8,6 +8,7 @@
 
 #include "rlx/transport/log.h"
 #include "rlx/transport/shm/host_identity.h"
+#include "rlx/transport/shm/single_copy.h"
 
 namespace rlx {
 
@@ -19,16 +20,18 @@ struct SameHost::HostRecord {
   CostModel network;           // rank 0's are the job's
   CostModel shm;
   std::uint64_t forced_fingerprint = 0;  // of RLX_TUNE's rules: must be rank 0's
+  std::uint64_t probe_address = 0;       // of SameHost::probe_word_, which holds `instance`
   std::uint8_t allowed = 0;  // RLX_SHM is not 0, and the job has a token to name segments by
-  char name[39] = {};
+  char name[31] = {};        // the host's, for messages (truncated)
 };
 
 struct SameHost::Local {
   Local(shm::Node built, const launch_env::LaunchEnv& env, Mailbox& mailbox,
-        const FailureLatch& latch, const Hooks& hooks, shm::SpinPolicy policy)
+        const FailureLatch& latch, const Hooks& hooks, shm::SpinPolicy policy,
+        SingleCopyPeers single_copy)
       : node(std::move(built)),
         collectives(node, latch, env.timeout, policy,
-                    {hooks.site, hooks.fail, hooks.describe_silent_peers}),
+                    {hooks.site, hooks.fail, hooks.describe_silent_peers}, std::move(single_copy)),
         point_to_point(node, mailbox, latch, env.timeout, policy, {hooks.site, hooks.fail}) {}
 
   shm::Node node;
@@ -124,6 +127,8 @@ std::vector<SameHost::HostRecord> SameHost::exchange_records(const launch_env::L
   mine.network = tuning.cost;
   mine.shm = tuning.shm_cost;
   mine.instance = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
+  probe_word_ = mine.instance;
+  mine.probe_address = reinterpret_cast<std::uintptr_t>(&probe_word_);
   mine.owner = shm::SegmentOwner::self();
   mine.forced_fingerprint = tuning.forced_fingerprint;
   mine.allowed = env.shm && !env.job_token.empty();
@@ -235,11 +240,13 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
   build_group_index();
 
   const std::vector<int>& final_group = group_of(rank);
+  SingleCopyPeers single_copy = agree_on_single_copy(records, final_group);
   if (final_group.size() > 1) {
     const int local_rank = static_cast<int>(
         std::find(final_group.begin(), final_group.end(), rank) - final_group.begin());
     local_ = std::make_unique<Local>(shm::Node(shape, local_rank, final_group, std::move(segments)),
-                                     env, mailbox, latch, hooks_, spin_policy(env.ranks_here()));
+                                     env, mailbox, latch, hooks_, spin_policy(env.ranks_here()),
+                                     std::move(single_copy));
     for (const int peer : final_group) {
       if (peer != rank) mailbox.end_reported_by_own_channel(peer);
     }
@@ -251,6 +258,45 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
     });
   }
   log_paths(records);
+}
+
+SingleCopyPeers SameHost::agree_on_single_copy(const std::vector<HostRecord>& records,
+                                               const std::vector<int>& members) {
+  if (unused()) return {.unavailable = "no two ranks share memory"};
+  const shm::SegmentOwner self = records[static_cast<std::size_t>(rank_)].owner;
+  std::string why_not;
+  for (const int peer : members) {
+    if (peer == rank_ || members.size() == 1) continue;
+    const HostRecord& theirs = records[static_cast<std::size_t>(peer)];
+    why_not = theirs.owner.pid_namespace != self.pid_namespace
+                  ? "rank " + std::to_string(peer) + " is in another pid namespace"
+                  : shm::probe_peer_memory(theirs.owner.pid, theirs.probe_address, theirs.instance);
+    if (!why_not.empty()) {
+      why_not = "rank " + std::to_string(rank_) + " cannot read rank " + std::to_string(peer) +
+                "'s memory: " + why_not;
+      break;
+    }
+  }
+  std::vector<std::uint8_t> all(static_cast<std::size_t>(world_size_));
+  const std::uint8_t mine = why_not.empty() ? 1 : 0;
+  hooks_.all_gather(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(all)));
+  std::vector<int> refused;
+  for (const int r : members) {
+    if (!all[static_cast<std::size_t>(r)]) refused.push_back(r);
+  }
+  if (members.size() == 1) return {.unavailable = "no peer on this host"};
+  if (refused.empty()) {
+    SingleCopyPeers peers;
+    for (const int r : members)
+      peers.pids.push_back(records[static_cast<std::size_t>(r)].owner.pid);
+    return peers;
+  }
+  if (why_not.empty()) {
+    why_not =
+        "rank(s) " + list_ranks(refused) + " cannot read their peers' memory (their log says why)";
+  }
+  log_lazily(LogLevel::info, [&] { return "single copy is off on this host: " + why_not; });
+  return {.unavailable = why_not};
 }
 
 // Said at info level after the backend's own line per peer ("tcp to ..."),

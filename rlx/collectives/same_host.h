@@ -101,11 +101,19 @@ class SameHost {
   // Gathers every rank's `ok`; groups with a rank that is not ok split into singletons.
   void agree(bool ok, std::vector<std::vector<int>>& groups, const char* step);
   void build_group_index();
+  // Whether the ranks of this rank's group (`members`, more than one) read
+  // each other's memory directly: every rank probes its peers, then all
+  // agree (a collective call of every rank of the job, grouped or not).
+  SingleCopyPeers agree_on_single_copy(const std::vector<HostRecord>& records,
+                                       const std::vector<int>& members);
   // The debug log's line per peer: which path, and why.
   void log_paths(const std::vector<HostRecord>& records) const;
 
   const int rank_;
   const int world_size_;
+  // A random word the peers read from this process at set-up to prove they
+  // can (rlx/transport/shm/single_copy.h); its address is in HostRecord.
+  std::uint64_t probe_word_ = 0;
   Hooks hooks_;
   std::vector<std::vector<int>> groups_;
   std::vector<int> group_index_;  // [rank] -> index into groups_

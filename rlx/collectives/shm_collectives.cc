@@ -10,8 +10,13 @@ using Phase = shm::Progress;
 
 ShmCollectives::ShmCollectives(const shm::Node& node, const FailureLatch& latch,
                                std::chrono::milliseconds timeout, shm::SpinPolicy policy,
-                               Hooks hooks)
-    : node_(node), latch_(latch), timeout_(timeout), policy_(policy), hooks_(std::move(hooks)) {}
+                               Hooks hooks, SingleCopyPeers single_copy)
+    : node_(node),
+      latch_(latch),
+      timeout_(timeout),
+      policy_(policy),
+      hooks_(std::move(hooks)),
+      single_copy_(std::move(single_copy)) {}
 
 ErrorSite ShmCollectives::site_of(const CollectiveCall& call, int peer) const {
   return hooks_.site(call.describe(), peer < 0 ? -1 : node_.world_rank(peer), {});
@@ -58,6 +63,17 @@ void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall
           " within " + std::to_string(timeout_.count()) + " ms" + hooks_.describe_silent_peers(),
       "a rank that never reached this collective, or a stopped process "
       "(RLX_TIMEOUT_S sets the deadline)"));
+}
+
+void ShmCollectives::fail_abandoned(const CollectiveCall& call, int peer) {
+  // Its own failure is on its way to every rank: that is the one to report
+  // (single copy's readers, shm_single_copy.cc).
+  wait_or_throw([&] { return latch_.tripped(); }, peer, call, "said why it gave up on this call");
+  latch_.rethrow_if_tripped(hooks_.site(call.describe(), -1, {}));
+  fail_with(CollectiveError(ErrorKind::timeout, site_of(call, peer),
+                            "rank " + std::to_string(node_.world_rank(peer)) +
+                                " gave up on this call before this rank had read its buffer "
+                                "(single copy)"));
 }
 
 std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,

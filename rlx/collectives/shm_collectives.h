@@ -23,6 +23,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "rlx/collectives/reduce.h"
 #include "rlx/transport/collective_call.h"
@@ -45,6 +46,13 @@ struct BlockSplit {
   std::size_t length(int part) const { return begin(part + 1) - begin(part); }
 };
 
+// Whether the ranks of this host read each other's buffers directly
+// (rlx/transport/shm/single_copy.h), and their processes.
+struct SingleCopyPeers {
+  std::vector<std::int32_t> pids;  // by local rank; empty when unavailable
+  std::string unavailable;         // why not, when pids is empty
+};
+
 class ShmCollectives {
  public:
   struct Hooks {
@@ -57,7 +65,8 @@ class ShmCollectives {
   };
 
   ShmCollectives(const shm::Node& node, const FailureLatch& latch,
-                 std::chrono::milliseconds timeout, shm::SpinPolicy policy, Hooks hooks);
+                 std::chrono::milliseconds timeout, shm::SpinPolicy policy, Hooks hooks,
+                 SingleCopyPeers single_copy = {});
 
   int local_rank() const { return node_.local_rank(); }
   int local_size() const { return node_.local_size(); }
@@ -82,6 +91,18 @@ class ShmCollectives {
   // not fit it returns false having done only that, and the caller runs the
   // network algorithm (every rank decides alike: the calls are equal).
   bool scatter_inline(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+
+  // Single copy (shm_single_copy.cc): every rank posts the address of the
+  // buffer the others read, each reads what it needs straight from the
+  // peers' processes (process_vm_readv), and a rank whose buffer is read
+  // returns once every reader is done. Empty when this host's ranks can,
+  // else why not (set-up probed every pair).
+  const std::string& single_copy_unavailable() const { return single_copy_.unavailable; }
+  void all_gather_single_copy(const CollectiveCall& call, ConstElementSpan input,
+                              ElementSpan output);
+  void broadcast_single_copy(const CollectiveCall& call, ElementSpan data, int root);
+  void gather_single_copy(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
+  void scatter_single_copy(const CollectiveCall& call, ConstElementSpan input, ElementSpan output);
 
   // Only the check every call starts with: posts `call` and fails unless
   // every rank of the host posted the same. Collectives that then run over
@@ -112,6 +133,22 @@ class ShmCollectives {
   std::uint64_t post_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
   void check_calls(const CollectiveCall& call, std::uint64_t number);
   bool fits_inline(std::size_t bytes) const { return bytes <= node_.shape().call_capacity(); }
+  // A single-copy call: posts `call` and where this rank's `buffer` (the one
+  // its peers read; null: none) is, checks every rank's call, runs
+  // `reads(number)` (read_posted of the peers' buffers), then finish_reads,
+  // which waits for this rank's readers when it has a buffer. A failure
+  // after the posting marks the call abandoned (RankControl::abandoned).
+  template <class Reads>
+  void single_copy_call(const CollectiveCall& call, const void* buffer, std::size_t bytes,
+                        Reads&& reads);
+  void read_posted(const CollectiveCall& call, std::uint64_t number, int peer, std::size_t offset,
+                   std::span<std::byte> into);
+  void finish_reads(const CollectiveCall& call, std::uint64_t number, bool read_from);
+  [[noreturn]] void fail_read(const CollectiveCall& call, std::uint64_t number, int peer,
+                              int error);
+  // Local rank `peer` gave up on this call (a failure of its own): throws
+  // that failure once it arrives, else a timeout naming the peer.
+  [[noreturn]] void fail_abandoned(const CollectiveCall& call, int peer);
   // out = x(0) op x(1) op ... op x(n-1), in rank order on every rank, so
   // every rank's result is bit-identical. `x(j)` may be `out` only for j = 0.
   template <class Operand>
@@ -160,6 +197,7 @@ class ShmCollectives {
   const std::chrono::milliseconds timeout_;
   const shm::SpinPolicy policy_;
   const Hooks hooks_;
+  const SingleCopyPeers single_copy_;
   std::uint64_t calls_ = 0;    // calls this rank opened
   std::uint64_t tickets_ = 0;  // chunks this rank staged, over every call
 };

@@ -62,6 +62,16 @@
 //   fault_program corrupt_ring_written  the same with the producer counter; rank 0 receives
 //   fault_program mismatch_sum_vs_gather_v  rank 1 calls all_gather_v, the rest all_sum
 //   fault_program mismatch_sum_vs_all_to_all_v  rank 1 calls all_to_all_v, the rest all_sum
+//   fault_program single_copy_killed  (RLX_TUNE forcing all_gather:single_copy) the
+//                                 last rank is killed RLX_KILL_AFTER_MS (default 150)
+//                                 into a loop of all_gathers of 4 MiB blocks, mid-read
+//   fault_program single_copy_refused  rank 1's kernel refuses process_vm_readv (a
+//                                 seccomp filter) from before rlx::init: single copy is
+//                                 off for the host; forced, the all_gather fails on every
+//                                 rank saying why, and the default runs right
+//   fault_program single_copy_refused_later  the same filter from after rlx::init,
+//                                 with RLX_TUNE forcing all_gather:single_copy: rank 1's
+//                                 read fails, and every rank's all_gather with it
 //   fault_program steady          correct collectives for RLX_STEADY_MS (default 2000)
 //                                 or until RLX_STEADY_STOP_FILE exists (strangers
 //                                 attack meanwhile), then the peak RSS
@@ -84,7 +94,11 @@
 #include <thread>
 #include <vector>
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "rlx/rlx.h"
@@ -505,6 +519,74 @@ bool corrupt_ring(rlx::Transport& group, std::size_t offset) {
   return expect_error(rlx::ErrorKind::protocol_violation, corrupt, {"counters are corrupt"});
 }
 
+// This thread's process_vm_readv fails with EPERM from now on, as under a
+// container's seccomp profile (threads started later inherit it).
+void refuse_process_vm_readv() {
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_process_vm_readv, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  const sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    std::perror("fault_program: seccomp");
+    std::exit(1);
+  }
+}
+
+// Every rank's block of 4 MiB, numbered by rank and call.
+bool all_gather_blocks_right(rlx::Transport& group, int call) {
+  const std::size_t block = std::size_t{1} << 20;
+  std::vector<float> in(block, static_cast<float>(group.rank() * 1000 + call));
+  std::vector<float> out(block * static_cast<std::size_t>(group.world_size()));
+  group.all_gather(std::span<const float>(in), std::span(out));
+  for (std::size_t i = 0; i < out.size(); i += 4099) {
+    if (out[i] != static_cast<float>(static_cast<int>(i / block) * 1000 + call)) return false;
+  }
+  return true;
+}
+
+bool single_copy_killed(rlx::Transport& group) {
+  const bool victim = group.rank() == group.world_size() - 1;
+  const char* after = std::getenv("RLX_KILL_AFTER_MS");
+  if (victim) {
+    std::thread([ms = after ? std::atoi(after) : 150] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      ::raise(SIGKILL);
+    }).detach();
+  }
+  bool right = true;
+  const bool failed = expect_error(rlx::ErrorKind::peer_lost, [&] {
+    for (int call = 0;; ++call) right = all_gather_blocks_right(group, call) && right;
+  });
+  return failed && right;
+}
+
+// Rank 1 refused every read from the start: forcing single copy fails
+// every rank's call alike before anything moves, and the default works.
+bool single_copy_refused(rlx::Transport& group) {
+  const std::size_t n = static_cast<std::size_t>(group.world_size());
+  std::vector<float> in(1 << 16, 1.0f), out((1 << 16) * n, 7.0f);
+  const bool forced_fails = expect_error(
+      rlx::ErrorKind::invalid_argument,
+      [&] { group.all_gather(std::span<const float>(in), std::span(out)); },
+      {"forces single_copy, which cannot run here: single copy is off on this host: rank",
+       "1 cannot read"});
+  const bool untouched = std::all_of(out.begin(), out.end(), [](float v) { return v == 7.0f; });
+  bool right = true;
+  for (int call = 0; call < 3; ++call) right = all_gather_blocks_right(group, call) && right;
+  return forced_fails && untouched && right;
+}
+
+bool single_copy_refused_later(rlx::Transport& group) {
+  if (group.rank() == 1) refuse_process_vm_readv();
+  return expect_error(rlx::ErrorKind::backend_unavailable,
+                      [&] { all_gather_blocks_right(group, 0); },
+                      {"reading rank ", "single copy, process_vm_readv", "the kernel refused"});
+}
+
 }  // namespace
 
 // A rank still setting up its transport when the others already failed
@@ -529,6 +611,10 @@ std::shared_ptr<rlx::Transport> join_or_report(const std::string& mode) {
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
+  const char* launched_rank = std::getenv("RLX_RANK");
+  if (mode == "single_copy_refused" && launched_rank && std::string(launched_rank) == "1") {
+    refuse_process_vm_readv();
+  }
   auto group = join_or_report(mode);
   const int rank = group->rank(), last = group->world_size() - 1;
   const bool fewer = mode == "mismatch_size" || mode == "mismatch_nonblocking";
@@ -755,6 +841,12 @@ int main(int argc, char** argv) {
           group->all_to_all_v(std::span<const float>(all), counts, std::span(received), counts);
         },
         {"all_reduce sum", gather ? "all_gather_v" : "all_to_all_v"});
+  } else if (mode == "single_copy_killed") {
+    ok = single_copy_killed(*group);
+  } else if (mode == "single_copy_refused") {
+    ok = single_copy_refused(*group);
+  } else if (mode == "single_copy_refused_later") {
+    ok = single_copy_refused_later(*group);
   } else if (mode == "steady") {
     ok = steady(*group);
   } else {

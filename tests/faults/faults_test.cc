@@ -210,6 +210,39 @@ TEST(Faults, ACorruptRingCounterIsAProtocolViolationOnBothRanks) {
   }
 }
 
+// Single copy (forced by RLX_TUNE; shared memory, whatever the backend):
+// a rank killed at random points of a loop of 4 MiB-block all_gathers,
+// often while its peers read its buffer, is peer_lost naming it on every
+// survivor, and every call before it returned the right blocks.
+TEST(Faults, ARankKilledDuringSingleCopyReadsIsNamedByEverySurvivor) {
+  SKIP_UNLESS_BACKEND("tcp", "shared memory is the same under every backend");
+  for (const char* after : {"40", "150", "333"}) {
+    const JobOutcome job = run_fault_mode("single_copy_killed", 3,
+                                          {"RLX_TIMEOUT_S=60", "RLX_TUNE=all_gather:single_copy",
+                                           std::string("RLX_KILL_AFTER_MS=") + after});
+    expect_every_survivor_blames_the_killed_rank(job, 3);
+  }
+}
+
+// A rank whose kernel refuses process_vm_readv (a seccomp filter, as in a
+// container): from the start, single copy is off for the host and a call
+// that forces it fails on every rank saying why (the default still runs);
+// from later, the refused read fails every rank's call.
+TEST(Faults, ARefusedSingleCopyIsAClearErrorOnEveryRank) {
+  SKIP_UNLESS_BACKEND("tcp", "shared memory is the same under every backend");
+  const JobOutcome from_start = run_fault_mode(
+      "single_copy_refused", 3, {"RLX_TIMEOUT_S=30", "RLX_TUNE=all_gather:0-300k:single_copy"});
+  for (const auto& rank : from_start.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(from_start);
+  EXPECT_NE(from_start.ranks[1].out.find("rank 1 cannot read rank 0's memory"), std::string::npos)
+      << describe(from_start);
+  const JobOutcome later = run_fault_mode("single_copy_refused_later", 3,
+                                          {"RLX_TIMEOUT_S=30", "RLX_TUNE=all_gather:single_copy"});
+  for (const auto& rank : later.ranks) {
+    EXPECT_TRUE(rank.exited_ok()) << describe(later);
+    EXPECT_LT(reported_ms(rank.out), 10000) << describe(later);
+  }
+}
+
 // A rank frozen by SIGSTOP: every survivor times out naming it (its progress
 // thread no longer answers pings), not the healthy neighbour it waited for.
 TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {

@@ -64,6 +64,11 @@ struct RankControl {
   // and still finds nothing to read knows nothing more will come. A rank
   // that dies never sets it; its network connection's end reports that.
   alignas(64) std::atomic<std::uint32_t> closed{0};
+  // The number + 1 of the last single-copy call this rank gave up on (a
+  // failure) before every peer had read its buffer: a reader that finished
+  // meanwhile may have read the buffer after the caller reused it, so it
+  // fails too rather than return what it read.
+  alignas(64) std::atomic<std::uint64_t> abandoned{0};
 
   std::atomic<std::uint64_t>& progress(Progress p) {
     return progressed[static_cast<int>(p)].tickets;
