@@ -240,15 +240,8 @@ void LaneLinks::check_header(const RecvState& r, const CollectiveCall& call, std
   if (h.kind != wire::FrameKind::collective) {
     fail(ErrorKind::protocol_violation, call, r.peer, "a non-collective frame on a lane");
   }
-  const CollectiveCall theirs = wire::call_of(h);
-  const bool same_step = h.tag == step && h.length == r.into.size();
-  if (!(theirs == call) || !same_step) {
-    raise(call_mismatch(site_of(call), call, r.peer, theirs,
-                        theirs == call
-                            ? " (step " + std::to_string(h.tag) + " of " + format_bytes(h.length) +
-                                  ", expected step " + std::to_string(step) + " of " +
-                                  format_bytes(r.into.size()) + ")"
-                            : ""));
+  if (auto mismatch = wire::step_mismatch(site_of(call), call, step, r.into.size(), r.peer, h)) {
+    raise(*mismatch);
   }
 }
 
@@ -358,10 +351,7 @@ void LaneLinks::look_at_unread_frame(const CollectiveCall& call, int peer, int l
     return;
   }
   if (header.kind != wire::FrameKind::collective) return;
-  const CollectiveCall theirs = wire::call_of(header);
-  if (theirs.sequence == call.sequence && !(theirs == call)) {
-    raise(call_mismatch(site_of(call), call, peer, theirs));
-  }
+  if (auto mismatch = wire::other_call(site_of(call), call, peer, header)) raise(*mismatch);
 }
 
 void LaneLinks::fail_timeout(const CollectiveCall& call, std::uint32_t step) {

@@ -131,9 +131,7 @@ std::optional<CollectiveError> Engine::unawaited_mismatch(const Peer& p) const {
   if (!current_call_ || p.expect.active || p.held.count == 0) return std::nullopt;
   const Held& c = p.held.chunks[p.held.head];
   if (c.header.offset != 0) return std::nullopt;
-  const CollectiveCall theirs = wire::call_of(c.header.frame);
-  if (theirs.sequence != current_call_->sequence || theirs == *current_call_) return std::nullopt;
-  return call_mismatch(site(current_call_->describe()), *current_call_, p.rank, theirs);
+  return wire::other_call(site(current_call_->describe()), *current_call_, p.rank, c.header.frame);
 }
 
 void Engine::on_p2p_chunk(Peer& p, const PacketHeader& h, const std::byte* data,
@@ -205,19 +203,10 @@ void Engine::consume_held(Peer& p) {
   while (p.held.count > 0 && e.active) {
     const Held& c = p.held.chunks[p.held.head];
     if (c.header.offset == 0) {
-      const CollectiveCall theirs = wire::call_of(c.header.frame);
-      const bool same_step = c.header.frame.tag == e.step && c.header.frame.length == e.into.size();
       if (e.started) return violation(p, "a collective step began before the last one ended");
-      if (!(theirs == e.call) || !same_step) {
-        const auto& h = c.header.frame;
-        return fail(
-            call_mismatch(site(e.call.describe()), e.call, p.rank, theirs,
-                          theirs == e.call ? " (step " + std::to_string(h.tag) + " of " +
-                                                 format_bytes(h.length) + ", expected step " +
-                                                 std::to_string(e.step) + " of " +
-                                                 format_bytes(e.into.size()) + ")"
-                                           : ""),
-            true);
+      if (auto mismatch = wire::step_mismatch(site(e.call.describe()), e.call, e.step,
+                                              e.into.size(), p.rank, c.header.frame)) {
+        return fail(*mismatch, true);
       }
       e.started = true;
     } else if (!e.started || c.header.offset != e.got) {
