@@ -53,27 +53,6 @@ CollectiveCall call_of(const FrameHeader& h) {
   return {h.collective, h.op, h.dtype, h.count, h.sequence, h.root};
 }
 
-std::optional<CollectiveError> step_mismatch(const ErrorSite& site, const CollectiveCall& mine,
-                                             std::uint32_t step, std::size_t expected_bytes,
-                                             int peer, const FrameHeader& header) {
-  const CollectiveCall theirs = call_of(header);
-  const bool same_step = header.tag == step && header.length == expected_bytes;
-  if (theirs == mine && same_step) return std::nullopt;
-  return call_mismatch(site, mine, peer, theirs,
-                       theirs == mine
-                           ? " (step " + std::to_string(header.tag) + " of " +
-                                 format_bytes(header.length) + ", expected step " +
-                                 std::to_string(step) + " of " + format_bytes(expected_bytes) + ")"
-                           : "");
-}
-
-std::optional<CollectiveError> other_call(const ErrorSite& site, const CollectiveCall& mine,
-                                          int peer, const FrameHeader& header) {
-  const CollectiveCall theirs = call_of(header);
-  if (theirs.sequence != mine.sequence || theirs == mine) return std::nullopt;
-  return call_mismatch(site, mine, peer, theirs);
-}
-
 FrameHeader abort_header(const CollectiveError& error, int self, std::uint64_t length) {
   const int blamed = error.peer() >= 0 ? error.peer() : self;
   return {.kind = FrameKind::abort,

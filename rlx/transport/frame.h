@@ -7,7 +7,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string_view>
 
@@ -54,19 +53,6 @@ FrameHeader collective_header(const CollectiveCall& call, std::uint32_t step, st
 
 // The call a collective header announces.
 CollectiveCall call_of(const FrameHeader& header);
-
-// What a collective step that expects step `step` of `expected_bytes` of
-// `mine` makes of the header of `peer`'s next frame: nothing when it is
-// that step's, else the mismatch naming both calls (and both steps when
-// the calls are the same). TCP's lanes and verbs alike.
-std::optional<CollectiveError> step_mismatch(const ErrorSite& site, const CollectiveCall& mine,
-                                             std::uint32_t step, std::size_t expected_bytes,
-                                             int peer, const FrameHeader& header);
-
-// The same for a frame that no step reads yet (a peer outside the step):
-// a mismatch only when it is a step of another call with `mine`'s number.
-std::optional<CollectiveError> other_call(const ErrorSite& site, const CollectiveCall& mine,
-                                          int peer, const FrameHeader& header);
 
 // An abort's text is cut to this length: it fits one eager verbs packet, and
 // a receiver refuses a longer one as a protocol violation.

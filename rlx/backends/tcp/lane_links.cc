@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 
 #include "rlx/collectives/reduce.h"
+#include "rlx/transport/frame_mismatch.h"
 #include "rlx/transport/wire.h"
 
 namespace rlx::tcp {

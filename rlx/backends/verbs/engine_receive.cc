@@ -5,6 +5,7 @@
 
 #include "rlx/backends/verbs/engine_internal.h"
 #include "rlx/collectives/reduce.h"
+#include "rlx/transport/frame_mismatch.h"
 #include "rlx/transport/wire.h"
 
 namespace rlx::verbs {
