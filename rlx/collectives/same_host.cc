@@ -240,7 +240,15 @@ SameHost::SameHost(const launch_env::LaunchEnv& env, const Tuning& tuning, int r
   build_group_index();
 
   const std::vector<int>& final_group = group_of(rank);
-  SingleCopyPeers single_copy = agree_on_single_copy(records, final_group);
+  // Only a rule asks for single copy (no default chooses it), and a refused
+  // probe can leave a line in the kernel's log (Yama, audit): probe only
+  // then. The rules are rank 0's on every rank (checked above).
+  const bool asked =
+      std::any_of(tuning.forced.begin(), tuning.forced.end(),
+                  [](const ForcedAlgorithm& f) { return f.algorithm == "single_copy"; });
+  SingleCopyPeers single_copy =
+      asked ? agree_on_single_copy(records, final_group)
+            : SingleCopyPeers{.unavailable = "not probed: no RLX_TUNE rule names single_copy"};
   if (final_group.size() > 1) {
     const int local_rank = static_cast<int>(
         std::find(final_group.begin(), final_group.end(), rank) - final_group.begin());
@@ -286,7 +294,7 @@ SingleCopyPeers SameHost::agree_on_single_copy(const std::vector<HostRecord>& re
   }
   if (members.size() == 1) return {.unavailable = "no peer on this host"};
   if (refused.empty()) {
-    SingleCopyPeers peers;
+    SingleCopyPeers peers{.unavailable = {}};
     for (const int r : members)
       peers.pids.push_back(records[static_cast<std::size_t>(r)].owner.pid);
     return peers;

@@ -49,8 +49,8 @@ struct BlockSplit {
 // Whether the ranks of this host read each other's buffers directly
 // (rlx/transport/shm/single_copy.h), and their processes.
 struct SingleCopyPeers {
-  std::vector<std::int32_t> pids;  // by local rank; empty when unavailable
-  std::string unavailable;         // why not, when pids is empty
+  std::vector<std::int32_t> pids;          // by local rank; empty when unavailable
+  std::string unavailable = "not probed";  // why not, when pids is empty
 };
 
 class ShmCollectives {

@@ -519,8 +519,8 @@ bool corrupt_ring(rlx::Transport& group, std::size_t offset) {
   return expect_error(rlx::ErrorKind::protocol_violation, corrupt, {"counters are corrupt"});
 }
 
-// This thread's process_vm_readv fails with EPERM from now on, as under a
-// container's seccomp profile (threads started later inherit it).
+// This process's process_vm_readv fails with EPERM from now on (every
+// thread's, TSYNC), as under a container's seccomp profile.
 void refuse_process_vm_readv() {
   sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
@@ -530,7 +530,7 @@ void refuse_process_vm_readv() {
   };
   const sock_fprog program{static_cast<unsigned short>(std::size(filter)), filter};
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-      ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &program) != 0) {
     std::perror("fault_program: seccomp");
     std::exit(1);
   }

@@ -3,8 +3,9 @@
 // CMA), one copy instead of staging's two, with no kernel module.
 //
 // The kernel allows it when the reader may ptrace the peer: the same user,
-// and neither Yama's ptrace_scope (1 and up) nor a seccomp profile (Docker's
-// default) nor a non-dumpable peer without CAP_SYS_PTRACE stands in the way.
+// and neither Yama's ptrace_scope (1 and up) nor a seccomp profile that
+// refuses the call nor a non-dumpable peer without CAP_SYS_PTRACE stands in
+// the way.
 // Set-up therefore probes every peer once (probe_peer_memory) and the ranks
 // of a host use single copy only when every one of them could read every
 // other; a refusal later is an error naming the peer, never a silent change

