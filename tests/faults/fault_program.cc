@@ -553,6 +553,9 @@ bool single_copy_killed(rlx::Transport& group) {
   const char* after = std::getenv("RLX_KILL_AFTER_MS");
   if (victim) {
     std::thread([ms = after ? std::atoi(after) : 150] {
+      // A stimulus, not a wait for an event: it only picks when the kill
+      // lands; the test kills at 40, 150 and 333 ms so some land mid-read,
+      // and every landing point must give peer_lost.
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       ::raise(SIGKILL);
     }).detach();
