@@ -3,6 +3,7 @@
 // with zero mismatches and no growth of resident memory or open file
 // descriptors between the end of the warm-up and the end of the run.
 // Usage: rlxrun -n 4 soak [--seconds S]   (default 60)
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -22,7 +23,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kMaxCount = std::size_t{1} << 20;  // elements per rank and call
-constexpr int kStopCheckEvery = 8;                       // iterations between agreeing to stop
+constexpr std::size_t kSmallCount = 64;
+constexpr int kStopCheckEvery = 8;  // iterations between agreeing to stop
+constexpr int kOps = 10;
 
 struct Usage {
   double rss_mib = 0;
@@ -42,9 +45,12 @@ Usage usage_now() {
   return usage;
 }
 
-// Sizes spread over every scale: log-uniform from 0 to kMaxCount elements.
+// Sizes spread over every scale: log-uniform from 0 to kMaxCount elements,
+// or, every other call, to kSmallCount: runs of small calls are where ranks
+// run ahead of each other (shared memory's call lines).
 std::size_t random_count(std::mt19937_64& rng) {
-  std::uniform_real_distribution<double> exponent(0.0, std::log(double(kMaxCount)));
+  const std::size_t most = rng() % 2 == 0 ? kSmallCount : kMaxCount;
+  std::uniform_real_distribution<double> exponent(0.0, std::log(double(most)));
   return static_cast<std::size_t>(std::exp(exponent(rng))) - 1;
 }
 
@@ -63,7 +69,8 @@ class Soak {
   // One operation, chosen and sized the same way on every rank.
   void step(std::mt19937_64& rng, std::uint64_t iteration) {
     const std::size_t count = random_count(rng);
-    const int op = static_cast<int>(rng() % 6);
+    const int op = static_cast<int>(rng() % kOps);
+    const int root = static_cast<int>(rng() % static_cast<std::uint64_t>(n_));
     ++calls_[op];
     const auto salt = static_cast<std::int64_t>(iteration % 13);
     switch (op) {
@@ -82,18 +89,31 @@ class Soak {
       case 4:
         group_.barrier();
         break;
-      default:
+      case 5:
         ring_exchange(count, salt);
+        break;
+      case 6:
+        broadcast(count, root, salt);
+        break;
+      case 7:
+        reduce(count, root, salt);
+        break;
+      case 8:
+        gather(count, root, salt);
+        break;
+      default:
+        scatter(count, root, salt);
         break;
     }
   }
 
   long mismatches() const { return mismatches_; }
   std::string calls() const {
-    static const char* names[] = {"all_sum",        "all_max", "all_gather",
-                                  "reduce_scatter", "barrier", "send/recv"};
+    static const char* names[kOps] = {"all_sum", "all_max",   "all_gather", "reduce_scatter",
+                                      "barrier", "send/recv", "broadcast",  "reduce",
+                                      "gather",  "scatter"};
     std::string out;
-    for (int i = 0; i < 6; ++i)
+    for (int i = 0; i < kOps; ++i)
       out += std::string(i ? ", " : "") + names[i] + " " + std::to_string(calls_[i]);
     return out;
   }
@@ -165,6 +185,65 @@ class Soak {
     check(good);
   }
 
+  // The rooted calls: small ones let ranks run ahead of each other on
+  // shared memory (a root, or non-roots, return without waiting).
+  void broadcast(std::size_t count, int root, std::int64_t salt) {
+    std::span<std::int32_t> v(i32_.data(), count);
+    auto value = [salt](std::size_t j) { return static_cast<std::int32_t>(j % 83) + salt; };
+    for (std::size_t j = 0; j < count; ++j) v[j] = me_ == root ? value(j) : -1;
+    group_.broadcast(v, root);
+    bool good = true;
+    for (std::size_t j = 0; j < count; ++j) good &= v[j] == value(j);
+    check(good);
+  }
+
+  void reduce(std::size_t count, int root, std::int64_t salt) {
+    std::span<std::int32_t> v(i32_.data(), count);
+    for (std::size_t j = 0; j < count; ++j)
+      v[j] = (me_ + 1) * static_cast<std::int32_t>(j % 79 + salt);
+    group_.reduce(v, rlx::ReduceOp::sum, root);
+    if (me_ != root) return;
+    const std::int32_t ranks_sum = n_ * (n_ + 1) / 2;
+    bool good = true;
+    for (std::size_t j = 0; j < count; ++j)
+      good &= v[j] == ranks_sum * static_cast<std::int32_t>(j % 79 + salt);
+    check(good);
+  }
+
+  static std::int64_t personal(int rank, std::size_t j, std::int64_t salt) {
+    return rank * 1000000009LL + static_cast<std::int64_t>(j) * 3 + salt;
+  }
+
+  void gather(std::size_t count, int root, std::int64_t salt) {
+    std::span<std::int64_t> in(i64_in_.data(), count);
+    std::span<std::int64_t> out(i64_out_.data(), count * static_cast<std::size_t>(n_));
+    for (std::size_t j = 0; j < count; ++j) in[j] = personal(me_, j, salt);
+    group_.gather(std::span<const std::int64_t>(in), out, root);
+    if (me_ != root) return;
+    bool good = true;
+    for (int r = 0; r < n_; ++r) {
+      for (std::size_t j = 0; j < count; ++j)
+        good &= out[static_cast<std::size_t>(r) * count + j] == personal(r, j, salt);
+    }
+    check(good);
+  }
+
+  void scatter(std::size_t count, int root, std::int64_t salt) {
+    std::span<std::int64_t> all(i64_out_.data(), count * static_cast<std::size_t>(n_));
+    std::span<std::int64_t> mine(i64_in_.data(), count);
+    if (me_ == root) {
+      for (int r = 0; r < n_; ++r) {
+        for (std::size_t j = 0; j < count; ++j)
+          all[static_cast<std::size_t>(r) * count + j] = personal(r, j, salt);
+      }
+    }
+    std::fill(mine.begin(), mine.end(), -1);
+    group_.scatter(std::span<const std::int64_t>(all), mine, root);
+    bool good = true;
+    for (std::size_t j = 0; j < count; ++j) good &= mine[j] == personal(me_, j, salt);
+    check(good);
+  }
+
   void ring_exchange(std::size_t count, std::int64_t salt) {
     const int right = (me_ + 1) % n_, left = (me_ + n_ - 1) % n_;
     auto byte_of = [salt](int rank, std::size_t j) {
@@ -186,7 +265,7 @@ class Soak {
   std::vector<std::byte> bytes_;
   std::vector<std::int32_t> reduce_out_;
   long mismatches_ = 0;
-  long calls_[6] = {};
+  long calls_[kOps] = {};
 };
 
 double parse_seconds(int argc, char** argv) {
