@@ -23,7 +23,10 @@ void LinksTransport::set_up_same_host(const launch_env::LaunchEnv& env, Mailbox&
                                           std::move(hooks));
 }
 
-void LinksTransport::tear_down_same_host() { same_host_.reset(); }
+void LinksTransport::tear_down_same_host() {
+  if (same_host_) same_host_->finish_calls();
+  same_host_.reset();
+}
 
 std::string LinksTransport::path_to(int peer) const {
   if (same_host_ && same_host_->shares_memory_with(peer)) return "shared memory";

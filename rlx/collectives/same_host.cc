@@ -330,6 +330,15 @@ void SameHost::log_paths(const std::vector<HostRecord>& records) const {
   }
 }
 
+void SameHost::finish_calls() {
+  if (!local_ || latch_.tripped()) return;
+  try {
+    local_->collectives.finish_deferred_checks();
+  } catch (const CollectiveError& e) {
+    log(LogLevel::warn, std::string("closing: ") + e.what());
+  }
+}
+
 SameHost::~SameHost() {
   if (!local_) return;
   latch_.set_waker({});

@@ -51,6 +51,11 @@ class SameHost {
            Mailbox& mailbox, FailureLatch& latch, Hooks hooks);
   ~SameHost();
   SameHost(const SameHost&) = delete;
+  // Before a clean close: checks the call lines this rank's collectives
+  // left unchecked (ShmCollectives::finish_deferred_checks). A mismatch or
+  // a lost peer found then fails the transport, which tells the other
+  // ranks, and is logged here: a close cannot throw.
+  void finish_calls();
   SameHost& operator=(const SameHost&) = delete;
 
   // The ranks that share memory, in groups sorted by rank (a rank without

@@ -59,7 +59,7 @@ void ShmCollectives::all_gather(const CollectiveCall& call, ConstElementSpan inp
     if (block > 0 && own != in) std::memmove(own, in, block);
     for (int j = 0; j < local_size(); ++j) {
       if (j != local_rank() && block > 0) {
-        std::memcpy(out + static_cast<std::size_t>(j) * block, node_.call_payload(j, number),
+        std::memcpy(out + static_cast<std::size_t>(j) * block, node_.call_payload(j, number, block),
                     block);
       }
     }

@@ -76,7 +76,7 @@ void ShmCollectives::all_reduce(const CollectiveCall& call, ElementSpan data) {
     const std::uint64_t number = open_call(call, {bytes, data.bytes()});
     if (data.count == 0) return;
     reduce_in_rank_order(data, call.op, [&](int j) {
-      return ConstElementSpan{node_.call_payload(j, number), data.count, data.dtype};
+      return ConstElementSpan{node_.call_payload(j, number, data.bytes()), data.count, data.dtype};
     });
     return;
   }

@@ -20,9 +20,9 @@ void ShmCollectives::all_to_all(const CollectiveCall& call, ConstElementSpan inp
     const std::uint64_t number = open_call(call, {in, input.bytes()});
     for (int j = 0; j < n; ++j) {
       if (block == 0 || (j == me && in == out)) continue;
-      const std::byte* from =
-          j == me ? in + static_cast<std::size_t>(me) * block
-                  : node_.call_payload(j, number) + static_cast<std::size_t>(me) * block;
+      const std::byte* from = j == me ? in + static_cast<std::size_t>(me) * block
+                                      : node_.call_payload(j, number, input.bytes()) +
+                                            static_cast<std::size_t>(me) * block;
       std::memcpy(out + static_cast<std::size_t>(j) * block, from, block);
     }
     return;

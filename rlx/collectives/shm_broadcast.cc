@@ -1,5 +1,6 @@
 // Broadcast among the ranks of one host: the root's data rides inline in its
-// call line when it fits, else streams through the root's staging slots.
+// call line when it fits (the root posts it and returns; the others check
+// and copy the root's line), else streams through the root's staging slots.
 #include <algorithm>
 #include <cstring>
 
@@ -17,12 +18,14 @@ void ShmCollectives::broadcast(const CollectiveCall& call, ElementSpan data, int
   auto* bytes = static_cast<std::byte*>(data.data);
   const bool is_root = local_rank() == root;
   if (fits_inline(data.bytes())) {
-    const std::uint64_t number =
-        open_call(call, is_root ? std::span<const std::byte>(bytes, data.bytes())
-                                : std::span<const std::byte>());
-    if (!is_root && data.count > 0) {
-      std::memcpy(bytes, node_.call_payload(root, number), data.bytes());
+    if (is_root) {
+      defer_check(call, post_call(call, {bytes, data.bytes()}), /*only_peer=*/-1);
+      return;
     }
+    const std::uint64_t number = post_call(call, {});
+    check_call_of(call, number, root);
+    if (data.count > 0)
+      std::memcpy(bytes, node_.call_payload(root, number, data.bytes()), data.bytes());
     return;
   }
   open_call(call, {});

@@ -4,7 +4,10 @@
 //
 // Every call starts by posting its CollectiveCall in this rank's call line
 // and reading every peer's (a mismatch fails every rank before any data
-// moves). Small payloads ride inline in the call line, so a small
+// moves), except where a rank needs nothing of the others: a small
+// broadcast's or scatter's root, and a small reduce's or gather's non-roots,
+// post and return, and check the others' lines as a later call starts (see
+// shm_call_lines.cc). Small payloads ride inline in the call line, so a small
 // all-reduce, all-gather or barrier is one cache-line write and n-1 reads:
 // every rank reduces all the inputs itself, in rank order, so results are
 // bit-identical. Large ones are cut into chunks that stream through a few
@@ -111,6 +114,11 @@ class ShmCollectives {
   // deadline for a call that went elsewhere.
   void check_call(const CollectiveCall& call);
 
+  // Checks what this rank's calls left unchecked (the lines of calls it
+  // returned from without waiting), waiting for them with the deadline, and
+  // tells the peers it read every line: the group's close calls it.
+  void finish_deferred_checks();
+
   // What fits the call lines (a call's payload that rides in them at once).
   std::size_t inline_capacity() const { return node_.shape().call_capacity(); }
   // How a call that posts `posted_bytes` moves, for the debug log: one-shot
@@ -124,14 +132,44 @@ class ShmCollectives {
   void all_gather_blocks(const CollectiveCall& call, ElementSpan data);
 
  private:
-  // Posts `call` (and `inline_payload` when it fits in the call line), then
-  // waits for every peer's call and checks it is the same. Returns the call's
+  // Drains the deferred checks, posts `call` (and `inline_payload` when it
+  // fits inline), then waits for every peer's call and checks it is the same. Returns the call's
   // number, whose call lines hold everyone's inline payload.
   std::uint64_t open_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
   // The two halves of open_call. Nothing may touch a caller's output between
   // them: a mismatch must leave it as it was.
   std::uint64_t post_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
+  // Waits for every peer's call `number` (after every deferred check) and
+  // fails unless it is `call`.
   void check_calls(const CollectiveCall& call, std::uint64_t number);
+  // Waits for local rank `peer`'s call `number` and fails unless it is `call`.
+  void check_call_of(const CollectiveCall& call, std::uint64_t number, int peer);
+  // Local rank `peer`'s line of `number` against `call`: false when it is not
+  // posted yet and `wait` is false. `deferred`: this rank's call returned.
+  bool check_line(const CollectiveCall& call, std::uint64_t number, int peer, bool wait,
+                  bool deferred);
+  // This rank returned from call `number` without reading its peers' lines
+  // (only `only_peer`'s, when not -1): a later call checks them.
+  void defer_check(const CollectiveCall& call, std::uint64_t number, int only_peer);
+  // Runs the deferred checks in order: those of calls before `through`
+  // waiting for their lines, later ones only while their lines are posted.
+  void run_deferred_checks(std::uint64_t through);
+  // Every deferred check, before a call that waits for every rank posts its
+  // line: a rank whose earlier call mismatched never posts it, so no peer
+  // passes that call (its peers fail there, told by this rank).
+  void drain_deferred_checks();
+  // Before call `number` reuses its slot: this rank's checks of the call that
+  // held it are done, and every peer finished reading that call's line.
+  // (`payload_slot`: and of its payload slot.)
+  void make_room(const CollectiveCall& call, std::uint64_t number, bool payload_slot);
+  // How many calls this rank has read every line of: those before its
+  // oldest deferred check, or before its open call.
+  std::uint64_t calls_read_now() const;
+  // Stores it where peers look; true when it changed.
+  bool publish_calls_read(std::uint64_t calls_read);
+  // Runs the deferred checks whose lines came, and publishes the count: before
+  // any wait of this rank sleeps.
+  void advance_deferred_checks();
   bool fits_inline(std::size_t bytes) const { return bytes <= node_.shape().call_capacity(); }
   // A single-copy call: posts `call` and where this rank's `buffer` (the one
   // its peers read; null: none) is, checks every rank's call, runs
@@ -200,6 +238,21 @@ class ShmCollectives {
   const SingleCopyPeers single_copy_;
   std::uint64_t calls_ = 0;    // calls this rank opened
   std::uint64_t tickets_ = 0;  // chunks this rank staged, over every call
+
+  struct DeferredCheck {
+    std::uint64_t number = 0;
+    CollectiveCall call;
+    int only_peer = -1;  // -1: every peer's line
+  };
+  // The deferred checks of calls [deferred_begin_, deferred_end_) of
+  // `deferred_`, a ring of kCallSlots: at most one per line is ever due.
+  std::vector<DeferredCheck> deferred_;
+  std::uint64_t deferred_begin_ = 0;
+  std::uint64_t deferred_end_ = 0;
+  std::uint64_t published_calls_read_ = 0;
+  std::uint64_t open_number_ = 0;  // the call this rank is in, or the next
+  bool running_deferred_checks_ = false;
+  std::vector<std::uint64_t> peers_calls_read_;  // as last seen, by local rank
 };
 
 template <class Operand>
@@ -211,6 +264,36 @@ void ShmCollectives::reduce_in_rank_order(ElementSpan out, ReduceOp op, Operand&
   }
   reduce_to(out, x(0), x(1), op);
   for (int j = 2; j < local_size(); ++j) reduce_into(out, x(j), op);
+}
+
+template <class Ready>
+void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall& call,
+                                   std::string_view what) {
+  if (ready()) return;
+  shm::Doorbell& bell = node_.control(local_rank()).bell;
+  const bool arrived = shm::wait_until(
+      bell, [&] { return ready() || latch_.tripped() || node_.has_closed(peer); },
+      Clock::now() + timeout_, policy_, [this] { advance_deferred_checks(); });
+  // What arrived wins over a failure found meanwhile: a peer that did its
+  // part of this call and then exited or closed cost this call nothing.
+  if (arrived && ready()) return;
+  if (latch_.tripped()) latch_.rethrow_if_tripped(hooks_.site(call.describe(), -1, {}));
+  const int rank = node_.world_rank(peer);
+  if (node_.has_closed(peer)) {
+    fail_with(CollectiveError(
+        ErrorKind::peer_lost, site_of(call, peer),
+        "rank " + std::to_string(rank) +
+            " (same host, shared memory) has shut down its transport "
+            "before it " +
+            std::string(what),
+        "did rank " + std::to_string(rank) + " close its group or return from main early?"));
+  }
+  fail_with(CollectiveError(
+      ErrorKind::timeout, site_of(call, peer),
+      "rank " + std::to_string(rank) + " (same host, shared memory) has not " + std::string(what) +
+          " within " + std::to_string(timeout_.count()) + " ms" + hooks_.describe_silent_peers(),
+      "a rank that never reached this collective, or a stopped process "
+      "(RLX_TIMEOUT_S sets the deadline)"));
 }
 
 }  // namespace rlx

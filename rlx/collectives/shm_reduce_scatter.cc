@@ -14,7 +14,8 @@ void ShmCollectives::reduce_scatter(const CollectiveCall& call, ConstElementSpan
     const std::uint64_t number = open_call(call, {in, input.bytes()});
     if (output.count == 0) return;
     reduce_in_rank_order(output, call.op, [&](int j) {
-      return ConstElementSpan{node_.call_payload(j, number) + offset, output.count, output.dtype};
+      return ConstElementSpan{node_.call_payload(j, number, input.bytes()) + offset, output.count,
+                              output.dtype};
     });
     return;
   }

@@ -1,9 +1,11 @@
 // Reduce, gather and scatter among the ranks of one host. Small ones ride
 // inline in the call lines: one posted line per rank, then the root (every
 // rank, for scatter) copies or reduces what it needs from the others'
-// lines. Larger reduces and gathers stream through the staging slots as
-// all_reduce and all_gather do, with only the root gathering; a larger
-// scatter stays on the network algorithm.
+// lines; a rank that needs nothing of the others (a non-root of reduce and
+// gather, the root of scatter) posts and returns (shm_call_lines.cc).
+// Larger reduces and gathers stream through the staging slots as all_reduce
+// and all_gather do, with only the root gathering; a larger scatter stays on
+// the network algorithm.
 #include <cstring>
 
 #include "rlx/collectives/shm_collectives.h"
@@ -13,14 +15,19 @@ namespace rlx {
 void ShmCollectives::reduce(const CollectiveCall& call, ElementSpan data) {
   const bool fits = fits_inline(data.bytes());
   auto* bytes = static_cast<std::byte*>(data.data);
-  const bool is_root = local_rank() == node_.local_of(call.root);
+  const int root = node_.local_of(call.root);
+  const bool is_root = local_rank() == root;
+  if (fits && !is_root) {
+    defer_check(call, post_call(call, {bytes, data.bytes()}), root);
+    return;
+  }
   const std::uint64_t number = open_call(
       call, fits ? std::span<const std::byte>(bytes, data.bytes()) : std::span<const std::byte>());
   if (fits) {
-    if (!is_root || data.count == 0) return;
+    if (data.count == 0) return;
     // Every input from the call lines, this rank's too: the output is not one of them.
     return reduce_in_rank_order(data, call.op, [&](int j) {
-      return ConstElementSpan{node_.call_payload(j, number), data.count, data.dtype};
+      return ConstElementSpan{node_.call_payload(j, number, data.bytes()), data.count, data.dtype};
     });
   }
   // As all_reduce, but the others keep their data: their reduced blocks
@@ -36,7 +43,12 @@ void ShmCollectives::gather(const CollectiveCall& call, ConstElementSpan input,
   const std::size_t block = input.bytes();
   const bool fits = fits_inline(block);
   const auto* in = static_cast<const std::byte*>(input.data);
-  const bool is_root = local_rank() == node_.local_of(call.root);
+  const int root = node_.local_of(call.root);
+  const bool is_root = local_rank() == root;
+  if (fits && !is_root) {
+    defer_check(call, post_call(call, {in, block}), root);
+    return;
+  }
   const std::uint64_t number =
       open_call(call, fits ? std::span<const std::byte>(in, block) : std::span<const std::byte>());
   auto* out = static_cast<std::byte*>(output.data);
@@ -44,13 +56,13 @@ void ShmCollectives::gather(const CollectiveCall& call, ConstElementSpan input,
     const BlockSplit split{input.count * static_cast<std::size_t>(local_size()), local_size()};
     return gather_pipelined(call, in, is_root ? out : nullptr, split, /*staged=*/!is_root);
   }
-  if (!is_root || block == 0) return;
+  if (block == 0) return;
   for (int j = 0; j < local_size(); ++j) {
     std::byte* to = out + static_cast<std::size_t>(node_.world_rank(j)) * block;
     if (j == local_rank()) {
       if (to != in) std::memmove(to, in, block);
     } else {
-      std::memcpy(to, node_.call_payload(j, number), block);
+      std::memcpy(to, node_.call_payload(j, number, block), block);
     }
   }
 }
@@ -63,13 +75,19 @@ bool ShmCollectives::scatter_inline(const CollectiveCall& call, ConstElementSpan
   const int root = node_.local_of(call.root);
   const bool is_root = local_rank() == root;
   const auto* in = static_cast<const std::byte*>(input.data);
-  const std::uint64_t number = open_call(
-      call, fits && is_root ? std::span<const std::byte>(in, all) : std::span<const std::byte>());
-  if (!fits) return false;
-  if (block == 0) return true;
+  if (!fits) {
+    open_call(call, {});  // the network algorithm follows
+    return false;
+  }
   const std::size_t offset = static_cast<std::size_t>(node_.world_rank(local_rank())) * block;
-  const std::byte* from = is_root ? in + offset : node_.call_payload(root, number) + offset;
-  if (from != output.data) std::memmove(output.data, from, block);
+  if (is_root) {
+    defer_check(call, post_call(call, {in, all}), /*only_peer=*/-1);
+    if (block > 0 && in + offset != output.data) std::memmove(output.data, in + offset, block);
+    return true;
+  }
+  const std::uint64_t number = post_call(call, {});
+  check_call_of(call, number, root);
+  if (block > 0) std::memcpy(output.data, node_.call_payload(root, number, all) + offset, block);
   return true;
 }
 

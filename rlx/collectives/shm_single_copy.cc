@@ -30,6 +30,7 @@ void ShmCollectives::single_copy_call(const CollectiveCall& call, const void* bu
                                       std::size_t bytes, Reads&& reads) {
   const bool read_from = buffer != nullptr && bytes > 0;
   const PostedBuffer mine{reinterpret_cast<std::uintptr_t>(buffer), read_from ? bytes : 0};
+  drain_deferred_checks();
   const std::uint64_t number = post_call(call, std::as_bytes(std::span(&mine, 1)));
   try {
     check_calls(call, number);
@@ -51,7 +52,7 @@ void ShmCollectives::read_posted(const CollectiveCall& call, std::uint64_t numbe
                                  std::size_t offset, std::span<std::byte> into) {
   if (into.empty()) return;
   PostedBuffer posted;
-  std::memcpy(&posted, node_.call_payload(peer, number), sizeof posted);
+  std::memcpy(&posted, node_.call_payload(peer, number, sizeof posted), sizeof posted);
   if (posted.address == 0 || posted.bytes < offset + into.size()) {
     fail_with(CollectiveError(ErrorKind::protocol_violation, site_of(call, peer),
                               "rank " + std::to_string(node_.world_rank(peer)) +

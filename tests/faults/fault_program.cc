@@ -50,6 +50,9 @@
 //   fault_program irecv_peer_killed  the others post irecvs of 4 tags from the last
 //                                 rank, which sends 3 of them, waits until they
 //                                 arrived and kills itself: the 4th fails naming it
+//   fault_program rooted_run_ahead  small gathers to rank 0 (which starts late), then
+//                                 a receive from it; then small broadcasts from rank 0
+//                                 (the last rank starts late), then a receive
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
 //   fault_program exit_after_collective  the last rank makes its part of an all_sum
@@ -444,6 +447,52 @@ bool clean_exit(rlx::Transport& group) {
 // A call that returned has done its work: the last rank's all_sum returned,
 // so its part reached the others, whose all_sum must complete even though it
 // exits at once after (its sockets close, its progress thread ends).
+// Small rooted calls where a rank waits for no one (a gather's non-roots, a
+// broadcast's root) run ahead and check the others' call lines later; here
+// the ranks that ran ahead then block in a receive, while the late rank's
+// calls need their counts (shm_call_lines.cc): every value arrives, nothing
+// waits out the deadline.
+bool rooted_run_ahead(rlx::Transport& group) {
+  const int rank = group.rank(), n = group.world_size(), last = n - 1;
+  constexpr int kTiny = 70, kLarger = 6;  // more calls than a rank's call lines, then
+                                          // more than its payload slots
+  bool ok = true;
+  // So that the others run ahead of rank 0 through their gathers, and rank 0
+  // ahead of the last rank through its broadcasts.
+  const auto late = [](int sleeper, int me) {
+    if (sleeper == me) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  };
+  late(0, rank);
+  for (int call = 0; call < kTiny + kLarger; ++call) {
+    const std::size_t count = call < kTiny ? 1 : 64;
+    std::vector<float> mine(count, static_cast<float>(rank * 1000 + call));
+    std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
+    group.gather(std::span<const float>(mine), std::span(all), 0);
+    for (std::size_t i = 0; rank == 0 && i < all.size(); ++i) {
+      ok &= all[i] == static_cast<float>(static_cast<int>(i / count) * 1000 + call);
+    }
+  }
+  std::int32_t token = 7;
+  if (rank == 0) {
+    for (int peer = 1; peer < n; ++peer) group.send(peer, 1, std::span(&token, 1));
+  } else {
+    token = 0;
+    group.recv(0, 1, std::span(&token, 1));
+    ok &= token == 7;
+  }
+  late(last, rank);
+  for (int call = 0; call < kTiny + kLarger; ++call) {
+    std::vector<float> data(call < kTiny ? 1 : 64, rank == 0 ? static_cast<float>(call) : -1.0f);
+    group.broadcast(std::span(data), 0);
+    for (const float value : data) ok &= value == static_cast<float>(call);
+  }
+  if (rank == last) group.send(0, 2, std::span(&token, 1));
+  if (rank == 0) group.recv(last, 2, std::span(&token, 1));
+  group.barrier();
+  if (!ok) std::printf("FAILED: a rooted call that ran ahead delivered a wrong value\n");
+  return ok;
+}
+
 bool exit_after_collective(rlx::Transport& group) {
   const int last = group.world_size() - 1;
   // 4 MiB: the survivors still read and reduce the last of it when the last
@@ -830,6 +879,8 @@ int main(int argc, char** argv) {
     ok = exit_after_collective(*group);
   } else if (mode == "clean_exit") {
     ok = clean_exit(*group);
+  } else if (mode == "rooted_run_ahead") {
+    ok = rooted_run_ahead(*group);
   } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {
     const auto n = static_cast<std::size_t>(group->world_size());
     std::vector<std::size_t> counts(n, 10);

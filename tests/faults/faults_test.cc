@@ -84,6 +84,16 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
 // Calls whose own frames never meet: at 6 ranks the rank in a small
 // all_reduce waits for a peer (its fold partner) whose broadcast sends it
 // nothing, while another broadcaster's frame sits unread on its sockets.
+// Over shared memory a small rooted call's ranks that need nothing of the
+// others return at once; when they then block in a receive, the rank still
+// in those calls must not wait on them (rooted_run_ahead checks every value).
+TEST(Faults, RanksThatRanAheadThroughSmallRootedCallsThenReceiveStallNoOne) {
+  for (const int ranks : {2, 4}) {
+    const JobOutcome job = run_fault_mode("rooted_run_ahead", ranks, {"RLX_TIMEOUT_S=20"});
+    for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+  }
+}
+
 TEST(Faults, AnAllReduceBesideABroadcastIsAMismatchWhereverTheOddRankIs) {
   for (const char* odd : {"0", "1", "4"}) {
     // A deadline short enough that a regression fails with every rank's report.

@@ -6,13 +6,13 @@
 
 namespace rlx::shm {
 
-std::size_t NodeShape::ring_offset(int from) const {
-  return kControlBytes + 2 * call_slot_bytes() +
-         static_cast<std::size_t>(from) * MessageRing::footprint(ring_capacity);
+bool NodeShape::fits_line(std::size_t bytes) {
+  return bytes <= kCallLineBytes - CallLine::kInlineOffset;
 }
 
-std::size_t NodeShape::call_capacity() const {
-  return kCallLineBytes - CallLine::kInlineOffset + call_bytes;
+std::size_t NodeShape::ring_offset(int from) const {
+  return payloads_offset() + static_cast<std::size_t>(kPayloadSlots) * call_bytes +
+         static_cast<std::size_t>(from) * MessageRing::footprint(ring_capacity);
 }
 
 std::size_t NodeShape::staging_offset() const { return ring_offset(local_size); }
@@ -33,9 +33,9 @@ SharedSegment Node::create_own(const std::string& directory, const std::string& 
   SharedSegment segment = SharedSegment::create(directory, name, shape.segment_bytes(), site);
   std::byte* base = segment.data();
   new (base) RankControl{};
-  for (int parity = 0; parity < 2; ++parity) {
+  for (int line = 0; line < NodeShape::kCallSlots; ++line) {
     new (base + NodeShape::kControlBytes +
-         static_cast<std::size_t>(parity) * shape.call_slot_bytes()) CallLine{};
+         static_cast<std::size_t>(line) * NodeShape::kCallLineBytes) CallLine{};
   }
   for (int from = 0; from < shape.local_size; ++from) {
     MessageRing::create(base + shape.ring_offset(from), shape.ring_capacity);
@@ -53,13 +53,21 @@ RankControl& Node::control(int local) const {
 }
 
 CallLine& Node::call_line(int local, std::uint64_t call_number) const {
-  std::byte* slot =
-      base(local) + NodeShape::kControlBytes + (call_number % 2) * shape_.call_slot_bytes();
-  return *std::launder(reinterpret_cast<CallLine*>(slot));
+  const auto line = static_cast<std::size_t>(call_number % NodeShape::kCallSlots);
+  std::byte* at = base(local) + NodeShape::kControlBytes + line * NodeShape::kCallLineBytes;
+  return *std::launder(reinterpret_cast<CallLine*>(at));
 }
 
-std::byte* Node::call_payload(int local, std::uint64_t call_number) const {
-  return reinterpret_cast<std::byte*>(&call_line(local, call_number)) + CallLine::kInlineOffset;
+std::byte* Node::call_payload(int local, std::uint64_t call_number, std::size_t bytes) const {
+  if (NodeShape::fits_line(bytes)) {
+    return reinterpret_cast<std::byte*>(&call_line(local, call_number)) + CallLine::kInlineOffset;
+  }
+  if (NodeShape::fits_call_slot(bytes)) {
+    const auto slot = static_cast<std::size_t>(call_number % NodeShape::kCallSlots);
+    return base(local) + NodeShape::small_payloads_offset() + slot * NodeShape::kSmallPayloadBytes;
+  }
+  const auto slot = static_cast<std::size_t>(call_number % NodeShape::kPayloadSlots);
+  return base(local) + NodeShape::payloads_offset() + slot * shape_.call_bytes;
 }
 
 MessageRing Node::ring(int from, int to) const {

@@ -2,8 +2,11 @@
 // every rank of the host, laid out the same way.
 //
 //   RankControl   4 KiB: the rank's doorbells and its collective progress
-//   call slots    2 x (64 B call line + call_bytes): what the rank's current
-//                 collective is, and small payloads inline (parity = call % 2)
+//   call lines    kCallSlots x 64 B: the rank's recent collectives (line =
+//                 call % kCallSlots), inline payloads of up to 40 B in them
+//   small payloads kCallSlots x 1 KiB: inline payloads of 41 B to 1 KiB
+//   call payloads kPayloadSlots x call_bytes: larger inline payloads (slot =
+//                 call % kPayloadSlots)
 //   rings         one MessageRing per local sender (messages *to* this rank)
 //   staging       `slots` slots of slot_bytes: pieces of large collectives
 //
@@ -34,12 +37,32 @@ struct NodeShape {
   int slots = 4;
   std::size_t slot_bytes = std::size_t{256} << 10;
 
-  static constexpr std::size_t kControlBytes = 4096;
+  // How many calls a rank's call lines hold at once: how far a rank that
+  // waits for nobody (a broadcast's root) runs ahead of the slowest reader,
+  // with payloads of up to kSmallPayloadBytes (up to 40 B ride in the line,
+  // larger ones in the call's small payload slot). Larger ones have
+  // kPayloadSlots: few, so the ones a loop of calls cycles through stay in
+  // cache. Powers of two: every call finds its slot with a mask. The lines
+  // are dense: a small call moves as few cache lines and pages as possible.
+  static constexpr int kCallSlots = 64;
   static constexpr std::size_t kCallLineBytes = 64;
+  static constexpr std::size_t kSmallPayloadBytes = 1024;
+  static constexpr int kPayloadSlots = 4;
+  static_assert((kCallSlots & (kCallSlots - 1)) == 0 && (kPayloadSlots & (kPayloadSlots - 1)) == 0);
+  static constexpr std::size_t kControlBytes = 4096;
 
-  std::size_t call_slot_bytes() const { return kCallLineBytes + call_bytes; }
-  // Payload bytes a call carries inline (it starts inside the call line).
-  std::size_t call_capacity() const;
+  // Payload bytes a call carries inline.
+  std::size_t call_capacity() const { return call_bytes; }
+  // True when a payload of `bytes` has a slot of its own call (its line, or
+  // its small payload slot): kCallSlots calls deep, not kPayloadSlots.
+  static bool fits_call_slot(std::size_t bytes) { return bytes <= kSmallPayloadBytes; }
+  static bool fits_line(std::size_t bytes);
+  static std::size_t small_payloads_offset() {
+    return kControlBytes + static_cast<std::size_t>(kCallSlots) * kCallLineBytes;
+  }
+  static std::size_t payloads_offset() {
+    return small_payloads_offset() + static_cast<std::size_t>(kCallSlots) * kSmallPayloadBytes;
+  }
   std::size_t ring_offset(int from) const;
   std::size_t staging_offset() const;
   std::size_t segment_bytes() const;
@@ -64,6 +87,10 @@ struct RankControl {
   // and still finds nothing to read knows nothing more will come. A rank
   // that dies never sets it; its network connection's end reports that.
   alignas(64) std::atomic<std::uint32_t> closed{0};
+  // How many of the owner's calls it has finished reading every peer's call
+  // lines for: a peer reuses its slot of call c only once every rank's
+  // count passed c. Published as each call starts, so it trails by one.
+  alignas(64) std::atomic<std::uint64_t> calls_read{0};
   // The number + 1 of the last single-copy call this rank gave up on (a
   // failure) before every peer had read its buffer: a reader that finished
   // meanwhile may have read the buffer after the caller reused it, so it
@@ -109,7 +136,9 @@ class Node {
 
   RankControl& control(int local) const;
   CallLine& call_line(int local, std::uint64_t call_number) const;
-  std::byte* call_payload(int local, std::uint64_t call_number) const;
+  // Where call `call_number`'s inline payload of `bytes` is (in its line
+  // when NodeShape::fits_call_slot, else in its payload slot).
+  std::byte* call_payload(int local, std::uint64_t call_number, std::size_t bytes) const;
   // Messages from local rank `from` to local rank `to` (in `to`'s segment).
   MessageRing ring(int from, int to) const;
   std::byte* staging(int local, std::uint64_t ticket) const;
