@@ -25,6 +25,14 @@
 // overwrites a slot. So a rank runs at most kCallSlots - 1 calls ahead of
 // the slowest peer with payloads that fit the call slot, kPayloadSlots - 1
 // with larger ones.
+//
+// That no rank waits forever rests on a rule each call that returns without
+// waiting keeps: when a rank posts a payload over kSmallPayloadBytes (4
+// slots deep), every rank that may return without its line posts the same
+// size or nothing (reduce and gather: the same; broadcast and scatter
+// non-roots: nothing, and they wait for the root's line). A deferred call
+// of uneven sizes (a gather_v) would break it: counts left stale by a rank
+// that returned would hold the poster 4 calls on.
 #include <algorithm>
 #include <limits>
 

@@ -136,8 +136,9 @@ class Node {
 
   RankControl& control(int local) const;
   CallLine& call_line(int local, std::uint64_t call_number) const;
-  // Where call `call_number`'s inline payload of `bytes` is (in its line
-  // when NodeShape::fits_call_slot, else in its payload slot).
+  // Where call `call_number`'s inline payload of `bytes` is: in its line
+  // (NodeShape::fits_line), its small payload slot (fits_call_slot), or
+  // else its payload slot.
   std::byte* call_payload(int local, std::uint64_t call_number, std::size_t bytes) const;
   // Messages from local rank `from` to local rank `to` (in `to`'s segment).
   MessageRing ring(int from, int to) const;
