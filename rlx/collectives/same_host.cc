@@ -331,7 +331,14 @@ void SameHost::log_paths(const std::vector<HostRecord>& records) const {
 }
 
 void SameHost::finish_calls() {
-  if (!local_ || latch_.tripped()) return;
+  if (!local_) return;
+  if (latch_.tripped()) {
+    // The failure was reported; a mismatch in calls that ran ahead may be
+    // what caused it, and is reported nowhere else.
+    const std::string mismatch = local_->collectives.unchecked_mismatch();
+    if (!mismatch.empty()) log(LogLevel::warn, "closing after a failure: " + mismatch);
+    return;
+  }
   try {
     local_->collectives.finish_deferred_checks();
   } catch (const CollectiveError& e) {

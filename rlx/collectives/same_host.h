@@ -54,7 +54,8 @@ class SameHost {
   // Before a clean close: checks the call lines this rank's collectives
   // left unchecked (ShmCollectives::finish_deferred_checks). A mismatch or
   // a lost peer found then fails the transport, which tells the other
-  // ranks, and is logged here: a close cannot throw.
+  // ranks, and is logged here: a close cannot throw. After a failure it
+  // only logs a mismatch in the lines already posted, without waiting.
   void finish_calls();
   SameHost& operator=(const SameHost&) = delete;
 

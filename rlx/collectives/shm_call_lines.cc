@@ -34,6 +34,7 @@
 // of uneven sizes (a gather_v) would break it: counts left stale by a rank
 // that returned would hold the poster 4 calls on.
 #include <algorithm>
+#include <cassert>
 #include <limits>
 
 #include "rlx/collectives/shm_collectives.h"
@@ -128,25 +129,45 @@ bool ShmCollectives::check_line(const CollectiveCall& call, std::uint64_t number
     if (!wait) return false;
     wait_or_throw(posted, peer, call, "entered this collective");
   }
-  const auto decoded = decode_call(theirs.call, call.sequence);
+  if (auto error = line_error(call, number, peer, deferred)) fail_with(std::move(*error));
+  return true;
+}
+
+std::optional<CollectiveError> ShmCollectives::line_error(const CollectiveCall& call,
+                                                          std::uint64_t number, int peer,
+                                                          bool deferred) const {
+  const auto decoded = decode_call(node_.call_line(peer, number).call, call.sequence);
   const int rank = node_.world_rank(peer);
   if (!decoded) {
-    fail_with(CollectiveError(
+    return CollectiveError(
         ErrorKind::protocol_violation, site_of(call, peer),
-        "rank " + std::to_string(rank) + " posted a call that is not one (corrupt shared memory)"));
+        "rank " + std::to_string(rank) + " posted a call that is not one (corrupt shared memory)");
   }
-  if (*decoded != call) {
-    fail_with(CollectiveError(
-        ErrorKind::mismatch, site_of(call, peer),
-        "rank " + std::to_string(rank) + " called " + decoded->describe() +
-            " while this rank called " + call.describe() +
-            (deferred ? "; found after this rank's call returned (a small broadcast's or "
-                        "scatter's root and a small reduce's or gather's other ranks return "
-                        "without waiting)"
-                      : ""),
-        "every rank must call the same collectives in the same order with the same sizes"));
+  if (*decoded == call) return std::nullopt;
+  return CollectiveError(
+      ErrorKind::mismatch, site_of(call, peer),
+      "rank " + std::to_string(rank) + " called " + decoded->describe() +
+          " while this rank called " + call.describe() +
+          (deferred ? "; found after this rank's call returned (a small broadcast's or "
+                      "scatter's root and a small reduce's or gather's other ranks return "
+                      "without waiting)"
+                    : ""),
+      "every rank must call the same collectives in the same order with the same sizes");
+}
+
+std::string ShmCollectives::unchecked_mismatch() const {
+  for (std::uint64_t i = deferred_begin_; i < deferred_end_; ++i) {
+    const DeferredCheck& check = deferred_[i % deferred_.size()];
+    for (int peer = 0; peer < local_size(); ++peer) {
+      if (peer == local_rank() || (check.only_peer >= 0 && peer != check.only_peer)) continue;
+      const auto& sequence = node_.call_line(peer, check.number).sequence;
+      if (sequence.load(std::memory_order_acquire) != check.number + 1) continue;
+      if (auto error = line_error(check.call, check.number, peer, /*deferred=*/true)) {
+        return error->what();
+      }
+    }
   }
-  return true;
+  return {};
 }
 
 void ShmCollectives::drain_deferred_checks() { run_deferred_checks(calls_); }
@@ -171,6 +192,10 @@ std::uint64_t ShmCollectives::open_call(const CollectiveCall& call,
 }
 
 void ShmCollectives::defer_check(const CollectiveCall& call, std::uint64_t number, int only_peer) {
+  // The rule above: calls whose payload the call fixes on every rank (or
+  // that only the root posts), never one of uneven sizes.
+  assert(call.kind == CollectiveKind::reduce || call.kind == CollectiveKind::gather ||
+         call.kind == CollectiveKind::broadcast || call.kind == CollectiveKind::scatter);
   if (only_peer == local_rank() || local_size() == 1) return;
   deferred_[deferred_end_++ % deferred_.size()] = {
       .number = number, .call = call, .only_peer = only_peer};
@@ -198,6 +223,7 @@ void ShmCollectives::run_deferred_checks(std::uint64_t through) {
 }
 
 void ShmCollectives::finish_deferred_checks() {
+  close_deadline_ = Clock::now() + timeout_;
   run_deferred_checks(std::numeric_limits<std::uint64_t>::max());
   open_number_ = calls_;
   publish_calls_read(calls_);

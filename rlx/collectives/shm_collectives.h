@@ -21,10 +21,12 @@
 // operation's deadline, and wake when the transport fails.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -115,9 +117,14 @@ class ShmCollectives {
   void check_call(const CollectiveCall& call);
 
   // Checks what this rank's calls left unchecked (the lines of calls it
-  // returned from without waiting), waiting for them with the deadline, and
-  // tells the peers it read every line: the group's close calls it.
+  // returned from without waiting), waiting for them with one deadline for
+  // all, and tells the peers it read every line: the group's close calls it.
   void finish_deferred_checks();
+  // Without waiting or failing: the mismatch in the lines this rank's calls
+  // left unchecked that are posted by now, or empty. For the close after a
+  // failure (a timeout in a receive, say), which can no longer report it as
+  // a failure; it may have been the failure's cause.
+  std::string unchecked_mismatch() const;
 
   // What fits the call lines (a call's payload that rides in them at once).
   std::size_t inline_capacity() const { return node_.shape().call_capacity(); }
@@ -148,6 +155,9 @@ class ShmCollectives {
   // posted yet and `wait` is false. `deferred`: this rank's call returned.
   bool check_line(const CollectiveCall& call, std::uint64_t number, int peer, bool wait,
                   bool deferred);
+  // What is wrong with local rank `peer`'s posted line of `number` for `call`.
+  std::optional<CollectiveError> line_error(const CollectiveCall& call, std::uint64_t number,
+                                            int peer, bool deferred) const;
   // This rank returned from call `number` without reading its peers' lines
   // (only `only_peer`'s, when not -1): a later call checks them.
   void defer_check(const CollectiveCall& call, std::uint64_t number, int only_peer);
@@ -252,6 +262,8 @@ class ShmCollectives {
   std::uint64_t published_calls_read_ = 0;
   std::uint64_t open_number_ = 0;  // the call this rank is in, or the next
   bool running_deferred_checks_ = false;
+  // Set by the close: its waits share one deadline.
+  Clock::time_point close_deadline_ = Clock::time_point::max();
   std::vector<std::uint64_t> peers_calls_read_;  // as last seen, by local rank
 };
 
@@ -273,7 +285,8 @@ void ShmCollectives::wait_or_throw(Ready&& ready, int peer, const CollectiveCall
   shm::Doorbell& bell = node_.control(local_rank()).bell;
   const bool arrived = shm::wait_until(
       bell, [&] { return ready() || latch_.tripped() || node_.has_closed(peer); },
-      Clock::now() + timeout_, policy_, [this] { advance_deferred_checks(); });
+      std::min(Clock::now() + timeout_, close_deadline_), policy_,
+      [this] { advance_deferred_checks(); });
   // What arrived wins over a failure found meanwhile: a peer that did its
   // part of this call and then exited or closed cost this call nothing.
   if (arrived && ready()) return;

@@ -53,6 +53,20 @@
 //   fault_program rooted_run_ahead  small gathers to rank 0 (which starts late), then
 //                                 a receive from it; then small broadcasts from rank 0
 //                                 (the last rank starts late), then a receive
+//   fault_program run_ahead_killed  the last rank is killed RLX_KILL_AFTER_MS (default
+//                                 150) into a loop of small gathers and broadcasts
+//                                 whose roots move (ranks run ahead of each other)
+//   fault_program run_ahead_frozen  the last rank stops (SIGSTOP) after RLX_FREEZE_AT
+//                                 (default 100) calls of the same loop, and a helper
+//                                 kills it 10 s later; the others exit 3 as for frozen
+//   fault_program run_ahead_mismatch_then_receive  (2 ranks) rank 0 gathers to rank 1,
+//                                 rank 1 broadcasts (both return at once), then both
+//                                 receive what nobody sends: a timeout, and the close
+//                                 logs the mismatch; with RLX_THEN_KILL=1 rank 1 is
+//                                 killed next, and rank 0's close after peer_lost logs it
+//   fault_program corrupt_calls_read  (2 ranks, one host) rank 1's count of calls read
+//                                 is moved far ahead while it receives; rank 0's small
+//                                 broadcasts need it: both fail with protocol_violation
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
 //   fault_program exit_after_collective  the last rank makes its part of an all_sum
@@ -200,6 +214,19 @@ void freeze(unsigned seconds) {
     ::_exit(0);
   }
   ::raise(SIGSTOP);
+}
+
+// On the last rank: SIGKILL RLX_KILL_AFTER_MS (default 150) from now.
+void kill_last_rank_later(const rlx::Transport& group) {
+  if (group.rank() != group.world_size() - 1) return;
+  const char* after = std::getenv("RLX_KILL_AFTER_MS");
+  std::thread([ms = after ? std::atoi(after) : 150] {
+    // A stimulus, not a wait for an event: it only picks where the kill
+    // lands; the tests kill at several points so that some land mid-call,
+    // and every landing point must give peer_lost.
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    ::raise(SIGKILL);
+  }).detach();
 }
 
 // The cap on early messages is for messages nobody waits for: the first 8 MiB
@@ -444,9 +471,6 @@ bool clean_exit(rlx::Transport& group) {
   return a_later_call_fails_naming_itself(group) && reported;
 }
 
-// A call that returned has done its work: the last rank's all_sum returned,
-// so its part reached the others, whose all_sum must complete even though it
-// exits at once after (its sockets close, its progress thread ends).
 // Small rooted calls where a rank waits for no one (a gather's non-roots, a
 // broadcast's root) run ahead and check the others' call lines later; here
 // the ranks that ran ahead then block in a receive, while the late rank's
@@ -454,8 +478,10 @@ bool clean_exit(rlx::Transport& group) {
 // waits out the deadline.
 bool rooted_run_ahead(rlx::Transport& group) {
   const int rank = group.rank(), n = group.world_size(), last = n - 1;
-  constexpr int kTiny = 70, kLarger = 6;  // more calls than a rank's call lines, then
-                                          // more than its payload slots
+  // More calls than a rank's call lines, then more than its payload slots
+  // (512 floats: over the small payload slots' 1 KiB).
+  constexpr int kTiny = 70, kLarger = 6;
+  constexpr std::size_t kLargerCount = 512;
   bool ok = true;
   // So that the others run ahead of rank 0 through their gathers, and rank 0
   // ahead of the last rank through its broadcasts.
@@ -464,7 +490,7 @@ bool rooted_run_ahead(rlx::Transport& group) {
   };
   late(0, rank);
   for (int call = 0; call < kTiny + kLarger; ++call) {
-    const std::size_t count = call < kTiny ? 1 : 64;
+    const std::size_t count = call < kTiny ? 1 : kLargerCount;
     std::vector<float> mine(count, static_cast<float>(rank * 1000 + call));
     std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
     group.gather(std::span<const float>(mine), std::span(all), 0);
@@ -482,7 +508,8 @@ bool rooted_run_ahead(rlx::Transport& group) {
   }
   late(last, rank);
   for (int call = 0; call < kTiny + kLarger; ++call) {
-    std::vector<float> data(call < kTiny ? 1 : 64, rank == 0 ? static_cast<float>(call) : -1.0f);
+    std::vector<float> data(call < kTiny ? 1 : kLargerCount,
+                            rank == 0 ? static_cast<float>(call) : -1.0f);
     group.broadcast(std::span(data), 0);
     for (const float value : data) ok &= value == static_cast<float>(call);
   }
@@ -493,6 +520,81 @@ bool rooted_run_ahead(rlx::Transport& group) {
   return ok;
 }
 
+// One call of a loop of small rooted calls whose roots move: a gather (its
+// non-roots return without waiting) and a broadcast (its root does), of
+// 1 float (in the call line) or 512 (a larger payload slot). True when
+// every value that arrived is right.
+bool rooted_call_right(rlx::Transport& group, int call) {
+  const int rank = group.rank(), n = group.world_size(), root = call % n;
+  const std::size_t count = call % 3 == 0 ? 512 : 1;
+  std::vector<float> mine(count, static_cast<float>(rank * 1000 + call));
+  std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
+  group.gather(std::span<const float>(mine), std::span(all), root);
+  bool ok = true;
+  for (std::size_t i = 0; rank == root && i < all.size(); ++i) {
+    ok &= all[i] == static_cast<float>(static_cast<int>(i / count) * 1000 + call);
+  }
+  std::vector<float> data(count, rank == root ? static_cast<float>(call) : -1.0f);
+  group.broadcast(std::span(data), root);
+  for (const float value : data) ok &= value == static_cast<float>(call);
+  if (!ok) std::printf("FAILED: rooted call %d delivered a wrong value\n", call);
+  return ok;
+}
+
+// The last rank killed RLX_KILL_AFTER_MS into a loop of small rooted calls,
+// where ranks run ahead of each other: peer_lost naming it on every survivor,
+// wherever it was (a root or not, waited for or run ahead of).
+bool run_ahead_killed(rlx::Transport& group) {
+  kill_last_rank_later(group);
+  bool right = true;
+  const bool failed = expect_error(rlx::ErrorKind::peer_lost, [&] {
+    for (int call = 0;; ++call) right = rooted_call_right(group, call) && right;
+  });
+  return failed && right;
+}
+
+// The last rank stops (SIGSTOP) after RLX_FREEZE_AT calls (default 100) of
+// the same loop: every survivor times out at the deadline naming it, whether
+// it waited for its line, for its count of calls read, or for a rank that
+// waits for it.
+bool run_ahead_frozen(rlx::Transport& group) {
+  const int last = group.world_size() - 1;
+  const char* at = std::getenv("RLX_FREEZE_AT");
+  const int freeze_at = at ? std::atoi(at) : 100;
+  bool right = true;
+  const bool failed = expect_error(rlx::ErrorKind::timeout,
+                                   [&] {
+                                     for (int call = 0;; ++call) {
+                                       if (group.rank() == last && call == freeze_at) freeze(10);
+                                       right = rooted_call_right(group, call) && right;
+                                     }
+                                   },
+                                   {"rank " + std::to_string(last) + " does not answer at all"});
+  return failed && right;
+}
+
+// Rank 0 gathers to rank 1 while rank 1 broadcasts from itself: both calls
+// return without waiting (small), and both ranks then wait in receives
+// nobody sends. The receives time out, and the close logs the mismatch that
+// caused it. With RLX_THEN_KILL=1 rank 1 is killed next, and rank 0 learns
+// of it in a receive: its close, after that failure, logs the mismatch too.
+bool run_ahead_mismatch_then_receive(rlx::Transport& group) {
+  std::vector<float> one(1, 1.0f), two(2, 0.0f);
+  if (group.rank() == 0) {
+    group.gather(std::span<const float>(one), std::span(two), 1);
+  } else {
+    group.broadcast(std::span(one), 1);
+  }
+  bool ok = expect_error(rlx::ErrorKind::timeout, [&] { group.recv_bytes(1 - group.rank(), 9); });
+  const char* then_kill = std::getenv("RLX_THEN_KILL");
+  if (then_kill == nullptr || std::string(then_kill) != "1") return ok;
+  if (group.rank() == 1) ::raise(SIGKILL);
+  return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 10); }) && ok;
+}
+
+// A call that returned has done its work: the last rank's all_sum returned,
+// so its part reached the others, whose all_sum must complete even though it
+// exits at once after (its sockets close, its progress thread ends).
 bool exit_after_collective(rlx::Transport& group) {
   const int last = group.world_size() - 1;
   // 4 MiB: the survivors still read and reduce the last of it when the last
@@ -514,13 +616,13 @@ bool exit_after_collective(rlx::Transport& group) {
   return a_later_call_fails_naming_itself(group) && reported;
 }
 
-// The counter at `offset` of the ring from rank 1 to rank 0, in rank 0's
-// segment as this rank (rank 0) maps it: found in /proc/self/maps by its name
-// "rlx-...-0-<pid namespace>-<pid>".
-std::atomic<std::uint64_t>* ring_counter_of_rank_0(std::size_t offset) {
+// Where this rank's own segment starts in its address space: found in
+// /proc/self/maps by its name "rlx-...-<rank>-<pid namespace>-<pid>"; 0 when
+// it is not mapped.
+std::uintptr_t own_segment(int rank) {
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
-  if (maps == nullptr) return nullptr;
-  const std::string own = "-0-";  // the rank field, between dashes
+  if (maps == nullptr) return 0;
+  const std::string own = "-" + std::to_string(rank) + "-";  // the rank field, between dashes
   char line[1024];
   std::uintptr_t start = 0;
   while (std::fgets(line, sizeof line, maps) != nullptr) {
@@ -537,6 +639,13 @@ std::atomic<std::uint64_t>* ring_counter_of_rank_0(std::size_t offset) {
     }
   }
   std::fclose(maps);
+  return start;
+}
+
+// The counter at `offset` of the ring from rank 1 to rank 0, in rank 0's
+// segment as this rank (rank 0) maps it.
+std::atomic<std::uint64_t>* ring_counter_of_rank_0(std::size_t offset) {
+  const std::uintptr_t start = own_segment(0);
   if (start == 0) return nullptr;
   const rlx::shm::NodeShape shape{.local_size = 2};
   return reinterpret_cast<std::atomic<std::uint64_t>*>(
@@ -566,6 +675,38 @@ bool corrupt_ring(rlx::Transport& group, std::size_t offset) {
     group.recv_bytes(1 - group.rank(), 3);
   };
   return expect_error(rlx::ErrorKind::protocol_violation, corrupt, {"counters are corrupt"});
+}
+
+// Rank 1's count of calls read, moved far ahead by another hand while rank 1
+// waits in a receive: rank 0, whose small broadcasts ran ahead until they
+// need that count, fails with protocol_violation, and rank 1 hears of it.
+bool corrupt_calls_read(rlx::Transport& group) {
+  if (group.path_to(1 - group.rank()) != "shared memory") {
+    std::printf("RESULT kind=skipped: rank %d reaches its peer by %s\n", group.rank(),
+                group.path_to(1 - group.rank()).c_str());
+    return true;
+  }
+  group.barrier();
+  if (group.rank() == 1) {
+    const std::uintptr_t start = own_segment(1);
+    if (start == 0) {
+      std::printf("FAILED: rank 1's segment is not in /proc/self/maps\n");
+      return false;
+    }
+    auto* control =
+        reinterpret_cast<rlx::shm::RankControl*>(start + rlx::shm::SharedSegment::kHeaderBytes);
+    control->calls_read.fetch_add(std::uint64_t{1} << 40);
+    return expect_error(rlx::ErrorKind::protocol_violation, [&] { group.recv_bytes(0, 4); },
+                        {"corrupt shared memory"});
+  }
+  return expect_error(rlx::ErrorKind::protocol_violation,
+                      [&] {
+                        std::vector<float> data(1, 1.0f);
+                        for (int call = 0; call < 2 * rlx::shm::NodeShape::kCallSlots; ++call) {
+                          group.broadcast(std::span(data), 0);
+                        }
+                      },
+                      {"published that it read", "corrupt shared memory"});
 }
 
 // This process's process_vm_readv fails with EPERM from now on (every
@@ -598,17 +739,7 @@ bool all_gather_blocks_right(rlx::Transport& group, int call) {
 }
 
 bool single_copy_killed(rlx::Transport& group) {
-  const bool victim = group.rank() == group.world_size() - 1;
-  const char* after = std::getenv("RLX_KILL_AFTER_MS");
-  if (victim) {
-    std::thread([ms = after ? std::atoi(after) : 150] {
-      // A stimulus, not a wait for an event: it only picks when the kill
-      // lands; the test kills at 40, 150 and 333 ms so some land mid-read,
-      // and every landing point must give peer_lost.
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-      ::raise(SIGKILL);
-    }).detach();
-  }
+  kill_last_rank_later(group);
   bool right = true;
   const bool failed = expect_error(rlx::ErrorKind::peer_lost, [&] {
     for (int call = 0;; ++call) right = all_gather_blocks_right(group, call) && right;
@@ -881,6 +1012,16 @@ int main(int argc, char** argv) {
     ok = clean_exit(*group);
   } else if (mode == "rooted_run_ahead") {
     ok = rooted_run_ahead(*group);
+  } else if (mode == "run_ahead_killed") {
+    ok = run_ahead_killed(*group);
+  } else if (mode == "run_ahead_frozen") {
+    ok = run_ahead_frozen(*group);
+    std::fflush(stdout);
+    return ok ? 3 : 1;
+  } else if (mode == "run_ahead_mismatch_then_receive") {
+    ok = run_ahead_mismatch_then_receive(*group);
+  } else if (mode == "corrupt_calls_read") {
+    ok = corrupt_calls_read(*group);
   } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {
     const auto n = static_cast<std::size_t>(group->world_size());
     std::vector<std::size_t> counts(n, 10);

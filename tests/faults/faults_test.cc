@@ -81,9 +81,6 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   }
 }
 
-// Calls whose own frames never meet: at 6 ranks the rank in a small
-// all_reduce waits for a peer (its fold partner) whose broadcast sends it
-// nothing, while another broadcaster's frame sits unread on its sockets.
 // Over shared memory a small rooted call's ranks that need nothing of the
 // others return at once; when they then block in a receive, the rank still
 // in those calls must not wait on them (rooted_run_ahead checks every value).
@@ -94,6 +91,51 @@ TEST(Faults, RanksThatRanAheadThroughSmallRootedCallsThenReceiveStallNoOne) {
   }
 }
 
+// Ranks that ran ahead (a small gather's non-roots, a small broadcast's
+// root) and the ones they left behind all learn of a rank killed among
+// them: peer_lost naming it on every survivor, whether it was a root, a
+// rank waited for, or one whose count of calls read held a peer back.
+TEST(Faults, ARankKilledWhileOthersRunAheadIsNamedByEverySurvivor) {
+  for (const char* after : {"30", "120", "400"}) {
+    const JobOutcome job = run_fault_mode(
+        "run_ahead_killed", 4, {"RLX_TIMEOUT_S=60", std::string("RLX_KILL_AFTER_MS=") + after});
+    expect_every_survivor_blames_the_killed_rank(job, 4);
+  }
+}
+
+// A mismatch among calls that both returned without waiting, followed by
+// receives nobody answers: the receives time out (nothing checks the lines
+// meanwhile), and each rank's close then logs the mismatch, which is what
+// the user needs to read; also when a failure came between (a peer lost).
+TEST(Faults, AMismatchHiddenBehindATimeoutIsLoggedAtTheClose) {
+  if (const char* shm = std::getenv("RLX_SHM"); shm != nullptr && std::string(shm) == "0") {
+    GTEST_SKIP() << "RLX_SHM=0: only shared memory's small rooted calls return without waiting";
+  }
+  const auto names_both_calls = [](const std::string& err) {
+    return err.find("collective mismatch") != std::string::npos &&
+           err.find("gather of 1 x f32") != std::string::npos &&
+           err.find("broadcast of 1 x f32") != std::string::npos;
+  };
+  const JobOutcome job = run_fault_mode("run_ahead_mismatch_then_receive", 2, {"RLX_TIMEOUT_S=1"});
+  for (const auto& rank : job.ranks) {
+    EXPECT_TRUE(rank.exited_ok()) << describe(job);
+    // "closing: " or, once the first rank's close told the other, "closing after a failure: ".
+    EXPECT_NE(rank.err.find("warning: closing"), std::string::npos) << describe(job);
+    EXPECT_TRUE(names_both_calls(rank.err)) << describe(job);
+  }
+  const JobOutcome killed =
+      run_fault_mode("run_ahead_mismatch_then_receive", 2, {"RLX_TIMEOUT_S=1", "RLX_THEN_KILL=1"});
+  ASSERT_EQ(killed.ranks.size(), 2u);
+  EXPECT_TRUE(killed.ranks[1].killed_by(SIGKILL)) << describe(killed);
+  EXPECT_TRUE(killed.ranks[0].exited_ok()) << describe(killed);
+  EXPECT_NE(killed.ranks[0].err.find("closing after a failure: "), std::string::npos)
+      << describe(killed);
+  EXPECT_TRUE(names_both_calls(killed.ranks[0].err)) << describe(killed);
+}
+
+// Calls whose own frames never meet: at 6 ranks the rank in a small
+// all_reduce waits for a peer (its fold partner) whose broadcast sends it
+// nothing, while another broadcaster's frame sits unread on its sockets.
 TEST(Faults, AnAllReduceBesideABroadcastIsAMismatchWhereverTheOddRankIs) {
   for (const char* odd : {"0", "1", "4"}) {
     // A deadline short enough that a regression fails with every rank's report.
@@ -220,6 +262,13 @@ TEST(Faults, ACorruptRingCounterIsAProtocolViolationOnBothRanks) {
   }
 }
 
+// A count of calls read moved by another hand is a protocol_violation on
+// both ranks, not a slot reused while a peer may still read it.
+TEST(Faults, ACorruptCountOfCallsReadIsAProtocolViolationOnBothRanks) {
+  const JobOutcome job = run_fault_mode("corrupt_calls_read", 2, {"RLX_TIMEOUT_S=30"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+}
+
 // Single copy (forced by RLX_TUNE; shared memory, whatever the backend):
 // a rank killed at random points of a loop of 4 MiB-block all_gathers,
 // often while its peers read its buffer, is peer_lost naming it on every
@@ -255,16 +304,21 @@ TEST(Faults, ARefusedSingleCopyIsAClearErrorOnEveryRank) {
 
 // A rank frozen by SIGSTOP: every survivor times out naming it (its progress
 // thread no longer answers pings), not the healthy neighbour it waited for.
+// In all_sums, and among small rooted calls where ranks run ahead: there a
+// survivor may wait for the frozen rank's line, for its count of calls read,
+// or for a healthy rank that waits for it.
 TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {
   SKIP_UNLESS_BACKEND("tcp", "only TCP pings peers whose collective timed out");
-  const JobOutcome job = run_fault_mode("frozen", 4, {"RLX_TIMEOUT_S=2"});
-  ASSERT_EQ(job.ranks.size(), 4u);
-  EXPECT_TRUE(job.ranks[3].killed_by(SIGKILL)) << describe(job);
-  for (int r = 0; r < 3; ++r) {
-    const auto& rank = job.ranks[static_cast<std::size_t>(r)];
-    EXPECT_TRUE(WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 3) << describe(job);
-    EXPECT_GE(reported_ms(rank.out), 1900) << describe(job);
-    EXPECT_LT(reported_ms(rank.out), 6000) << describe(job);
+  for (const char* mode : {"frozen", "run_ahead_frozen"}) {
+    const JobOutcome job = run_fault_mode(mode, 4, {"RLX_TIMEOUT_S=2"});
+    ASSERT_EQ(job.ranks.size(), 4u);
+    EXPECT_TRUE(job.ranks[3].killed_by(SIGKILL)) << mode << describe(job);
+    for (int r = 0; r < 3; ++r) {
+      const auto& rank = job.ranks[static_cast<std::size_t>(r)];
+      EXPECT_TRUE(WIFEXITED(rank.status) && WEXITSTATUS(rank.status) == 3) << mode << describe(job);
+      EXPECT_GE(reported_ms(rank.out), 1900) << mode << describe(job);
+      EXPECT_LT(reported_ms(rank.out), 6000) << mode << describe(job);
+    }
   }
 }
 
