@@ -586,6 +586,11 @@ bool run_ahead_mismatch_then_receive(rlx::Transport& group) {
     group.broadcast(std::span(one), 1);
   }
   bool ok = expect_error(rlx::ErrorKind::timeout, [&] { group.recv_bytes(1 - group.rank(), 9); });
+  // Both deadlines expire within milliseconds of each other: the close of
+  // the first rank, which finds the mismatch and tells the other, must not
+  // reach the other before its own receive has timed out (it would fail
+  // with the mismatch instead, as it should, but that is not this case).
+  std::this_thread::sleep_for(group.timeout() / 2);
   const char* then_kill = std::getenv("RLX_THEN_KILL");
   if (then_kill == nullptr || std::string(then_kill) != "1") return ok;
   if (group.rank() == 1) ::raise(SIGKILL);
