@@ -51,10 +51,33 @@ void reduce_scatter(Links& links, const CollectiveCall& call, ConstElementSpan i
 // the reduction of every rank's block `rank` (the other blocks are scratch).
 void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data);
 
-// Every rank shows its call to its right neighbour (one step): what the
-// rooted algorithms run first, so ranks that disagree on the root fail with
-// mismatch instead of finishing trees of their own.
-void check_root_around_the_ring(Links& links, const CollectiveCall& call);
+// Which way a rooted algorithm's root check goes around the ring, and
+// which of this rank's two check frames a frame of its tree stands in for
+// (one between the same two ranks, the same way).
+struct RootCheckRoute {
+  int toward = 1;             // 1: each rank shows its call to its right neighbour; -1: its left
+  bool sent_by_tree = false;  // this rank's tree sends to that neighbour
+  bool received_by_tree = false;  // this rank's tree receives from the other one
+};
+
+// Every rank shows its call to its neighbour and reads the other
+// neighbour's: what the rooted algorithms run around their tree, so ranks
+// that disagree on the root fail with mismatch instead of finishing trees
+// of their own. Construct it before the tree's first step and finish() it
+// after the last: with two lanes or more the check rides on a lane of its
+// own while the tree runs (it costs no round, and no frame at all where the
+// tree's stands in); with one it runs whole in the constructor.
+class RootCheck {
+ public:
+  RootCheck(Links& links, const CollectiveCall& call, RootCheckRoute route);
+  void finish();
+
+ private:
+  Links& links_;
+  const CollectiveCall& call_;
+  const RootCheckRoute route_;
+  const bool beside_;  // on a lane of its own
+};
 
 // Rooted: `data` of rank call.root reduced from every rank's (binomial tree;
 // the others' `data` is left as it was); every rank's `input` gathered into

@@ -6,9 +6,13 @@
 namespace rlx {
 void broadcast(Links& links, const CollectiveCall& call, ElementSpan data) {
   const int n = links.world_size();
-  check_root_around_the_ring(links, call);
   // Work in ranks relative to the root, so the root is 0 of a binomial tree.
   const int relative = ring_mod(links.rank() - call.root, n);
+  // An odd rank's parent is its left neighbour.
+  RootCheck root_check(links, call,
+                       {.toward = 1,
+                        .sent_by_tree = relative + 1 < n && (relative + 1) % 2 == 1,
+                        .received_by_tree = relative % 2 == 1});
   const auto bytes = std::span(static_cast<std::byte*>(data.data), data.bytes());
   Step step;
   int mask = 1;
@@ -30,6 +34,7 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data) {
                static_cast<std::uint32_t>(std::countr_zero(static_cast<unsigned>(mask))));
     }
   }
+  root_check.finish();
 }
 
 }  // namespace rlx

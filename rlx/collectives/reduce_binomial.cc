@@ -11,9 +11,13 @@
 namespace rlx {
 
 void reduce_binomial(Links& links, const CollectiveCall& call, ElementSpan data) {
-  check_root_around_the_ring(links, call);
   const int n = links.world_size(), root = call.root;
   const int relative = ring_mod(links.rank() - root, n);
+  // Against the tree's flow: an odd rank sends to its parent, its left neighbour.
+  RootCheck root_check(links, call,
+                       {.toward = -1,
+                        .sent_by_tree = relative % 2 == 1,
+                        .received_by_tree = relative + 1 < n && (relative + 1) % 2 == 1});
   std::span<std::byte> accumulator(static_cast<std::byte*>(data.data), data.bytes());
   if (relative != 0 && !accumulator.empty()) {
     const std::span<std::byte> scratch = links.scratch(accumulator.size());
@@ -25,13 +29,15 @@ void reduce_binomial(Links& links, const CollectiveCall& call, ElementSpan data)
     const auto index = static_cast<std::uint32_t>(std::countr_zero(static_cast<unsigned>(mask)));
     if ((relative & mask) != 0) {
       step.send(ring_mod(relative - mask + root, n), 0, accumulator);
-      return step.run(links, call, index);
+      step.run(links, call, index);
+      break;
     }
     if (relative + mask < n) {
       step.recv(ring_mod(relative + mask + root, n), 0, accumulator, /*reduce=*/true);
       step.run(links, call, index);
     }
   }
+  root_check.finish();
 }
 
 }  // namespace rlx

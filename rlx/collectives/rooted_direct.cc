@@ -33,14 +33,19 @@ void from_the_root(Links& links, const CollectiveCall& call, Add&& add) {
 
 void gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
                    ElementSpan output) {
-  check_root_around_the_ring(links, call);
   const int n = links.world_size(), rank = links.rank(), root = call.root;
+  // The rank after the root sends its block to its left neighbour, the root.
+  const int relative = ring_mod(rank - root, n);
+  RootCheck root_check(
+      links, call,
+      {.toward = -1, .sent_by_tree = relative == 1, .received_by_tree = relative == 0});
   const std::size_t block = input.bytes();
   const std::span<const std::byte> mine(static_cast<const std::byte*>(input.data), block);
   if (rank != root) {
     Step step;
     step.send(root, 0, mine);
-    return step.run(links, call, step_of(rank, root, n));
+    step.run(links, call, step_of(rank, root, n));
+    return root_check.finish();
   }
   auto* out = static_cast<std::byte*>(output.data);
   if (block > 0 && out + static_cast<std::size_t>(rank) * block != mine.data()) {
@@ -49,18 +54,23 @@ void gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan in
   from_the_root(links, call, [&](Step& step, int peer) {
     step.recv(peer, 0, {out + static_cast<std::size_t>(peer) * block, block}, false);
   });
+  root_check.finish();
 }
 
 void scatter_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
                     ElementSpan output) {
-  check_root_around_the_ring(links, call);
   const int n = links.world_size(), rank = links.rank(), root = call.root;
+  // The root sends its right neighbour its block.
+  const int relative = ring_mod(rank - root, n);
+  RootCheck root_check(
+      links, call, {.toward = 1, .sent_by_tree = relative == 0, .received_by_tree = relative == 1});
   const std::size_t block = output.bytes();
   const std::span<std::byte> mine(static_cast<std::byte*>(output.data), block);
   if (rank != root) {
     Step step;
     step.recv(root, 0, mine, false);
-    return step.run(links, call, step_of(rank, root, n));
+    step.run(links, call, step_of(rank, root, n));
+    return root_check.finish();
   }
   const auto* in = static_cast<const std::byte*>(input.data);
   if (block > 0 && in + static_cast<std::size_t>(rank) * block != mine.data()) {
@@ -69,6 +79,7 @@ void scatter_direct(Links& links, const CollectiveCall& call, ConstElementSpan i
   from_the_root(links, call, [&](Step& step, int peer) {
     step.send(peer, 0, {in + static_cast<std::size_t>(peer) * block, block});
   });
+  root_check.finish();
 }
 
 }  // namespace rlx

@@ -81,6 +81,22 @@ TEST(Faults, EveryKindOfMismatchFailsEveryRankNamingBothCalls) {
   }
 }
 
+// A wrong root at every position the root check's frames take: with two
+// ranks both are roots, with 4 and 5 the odd rank sits where a tree frame
+// stands in for its check frame or where it does not (root_check.cc).
+TEST(Faults, AWrongRootIsAMismatchOnEveryRankAtEveryRankCount) {
+  for (const int ranks : {2, 4, 5}) {
+    for (const char* mode : {"mismatch_root", "mismatch_gather_root", "mismatch_reduce_root",
+                             "mismatch_scatter_root"}) {
+      const JobOutcome job = run_fault_mode(mode, ranks, {"RLX_TIMEOUT_S=60"});
+      for (const auto& rank : job.ranks) {
+        EXPECT_TRUE(rank.exited_ok()) << mode << " at " << ranks << "\n" << describe(job);
+        EXPECT_LT(reported_ms(rank.out), 10000) << mode << " at " << ranks << "\n" << describe(job);
+      }
+    }
+  }
+}
+
 // Over shared memory a small rooted call's ranks that need nothing of the
 // others return at once; when they then block in a receive, the rank still
 // in those calls must not wait on them (rooted_run_ahead checks every value).

@@ -242,6 +242,19 @@ void LaneLinks::check_header(const RecvState& r, const CollectiveCall& call, std
     fail(ErrorKind::protocol_violation, call, r.peer, "a non-collective frame on a lane");
   }
   if (auto mismatch = wire::step_mismatch(site_of(call), call, step, r.into.size(), r.peer, h)) {
+    // A frame of a later call: its sender finished this call's number as
+    // another call, or as this one while another rank called something
+    // else. A frame of this number that names the other call may wait
+    // unread (a rooted call's check frame, root_check.cc): it says more.
+    if (h.sequence != call.sequence) {
+      for (int peer = 0; peer < world_size_; ++peer) {
+        const auto& peer_lanes = lanes_[static_cast<std::size_t>(peer)];
+        for (int lane = 0; lane < static_cast<int>(peer_lanes.size()); ++lane) {
+          if (peer_lanes[static_cast<std::size_t>(lane)].get() == r.fd) continue;  // mid-frame
+          if (auto other = unread_frame_mismatch(call, peer, lane)) raise(*other);
+        }
+      }
+    }
     raise(*mismatch);
   }
 }
@@ -339,20 +352,25 @@ void LaneLinks::look_at_unread_frame(const CollectiveCall& call, int peer, int l
   // a header not yet whole (rare: a frame starts a send), since waiting for
   // its rest would spin.
   settled_[lane_index(peer, lane)] = 1;
+  if (auto mismatch = unread_frame_mismatch(call, peer, lane)) raise(*mismatch);
+}
+
+std::optional<CollectiveError> LaneLinks::unread_frame_mismatch(const CollectiveCall& call,
+                                                                int peer, int lane) const {
   std::array<std::byte, wire::kFrameHeaderBytes> bytes;
   const int fd = lanes_[static_cast<std::size_t>(peer)][static_cast<std::size_t>(lane)].get();
   if (::recv(fd, bytes.data(), bytes.size(), MSG_PEEK | MSG_DONTWAIT) !=
       static_cast<ssize_t>(bytes.size())) {
-    return;
+    return std::nullopt;
   }
   wire::FrameHeader header;
   try {
     header = wire::decode(bytes);
   } catch (const wire::DecodeError&) {
-    return;
+    return std::nullopt;
   }
-  if (header.kind != wire::FrameKind::collective) return;
-  if (auto mismatch = wire::other_call(site_of(call), call, peer, header)) raise(*mismatch);
+  if (header.kind != wire::FrameKind::collective) return std::nullopt;
+  return wire::other_call(site_of(call), call, peer, header);
 }
 
 void LaneLinks::fail_timeout(const CollectiveCall& call, std::uint32_t step) {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,10 @@ class LaneLinks final : public Links {
   void watch_other_sockets(const CollectiveCall& call);
   void look_at_watched(const CollectiveCall& call, std::size_t first_watched);
   void look_at_unread_frame(const CollectiveCall& call, int peer, int lane);
+  // The mismatch the header of the unread frame first on `peer`'s `lane`
+  // shows (a frame of another call with this call's number), if any.
+  std::optional<CollectiveError> unread_frame_mismatch(const CollectiveCall& call, int peer,
+                                                       int lane) const;
   // Tells the transport (on_failure) and throws.
   [[noreturn]] void raise(const CollectiveError& error);
   [[noreturn]] void fail_timeout(const CollectiveCall& call, std::uint32_t step);
