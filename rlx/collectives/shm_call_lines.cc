@@ -2,8 +2,9 @@
 // when a line may be reused.
 //
 // Each rank's segment holds its last NodeShape::kCallSlots calls, a call
-// line each (and a small payload slot for inline payloads of up to 1 KiB), and
-// kPayloadSlots of their larger inline payloads. A rank that needs the
+// line each (and a small payload slot for inline payloads of up to 1 KiB),
+// kMidPayloadSlots of their payloads of up to 4 KiB and kPayloadSlots of
+// their larger inline payloads. A rank that needs the
 // others' data (or must fail with them on a mismatch before any data moves)
 // reads their lines of this call at once. One that needs nothing of them
 // posts and returns, and leaves the check of their lines for later: a small
@@ -23,16 +24,16 @@
 // may have come meanwhile: two ranks that each waited for the other's stale
 // count would wait forever), and waits for its peers' counts before it
 // overwrites a slot. So a rank runs at most kCallSlots - 1 calls ahead of
-// the slowest peer with payloads that fit the call slot, kPayloadSlots - 1
-// with larger ones.
+// the slowest peer with payloads that fit the call slot, kMidPayloadSlots -
+// 1 or kPayloadSlots - 1 with larger ones (NodeShape::payload_depth).
 //
 // That no rank waits forever rests on a rule each call that returns without
-// waiting keeps: when a rank posts a payload over kSmallPayloadBytes (4
-// slots deep), every rank that may return without its line posts the same
-// size or nothing (reduce and gather: the same; broadcast and scatter
+// waiting keeps: when a rank posts a payload over kSmallPayloadBytes (16
+// or 4 slots deep), every rank that may return without its line posts the
+// same size or nothing (reduce and gather: the same; broadcast and scatter
 // non-roots: nothing, and they wait for the root's line). A deferred call
 // of uneven sizes (a gather_v) would break it: counts left stale by a rank
-// that returned would hold the poster 4 calls on.
+// that returned would hold the poster that many calls on.
 #include <algorithm>
 #include <cassert>
 #include <limits>
@@ -46,7 +47,7 @@ std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,
   latch_.rethrow_if_tripped();
   const std::uint64_t number = open_number_ = calls_;
   const std::size_t bytes = fits_inline(inline_payload.size()) ? inline_payload.size() : 0;
-  make_room(call, number, /*payload_slot=*/!shm::NodeShape::fits_call_slot(bytes));
+  make_room(call, number, shm::NodeShape::payload_depth(bytes));
   ++calls_;
   shm::CallLine& mine = node_.call_line(local_rank(), number);
   if (bytes > 0) {
@@ -59,7 +60,7 @@ std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,
 }
 
 void ShmCollectives::make_room(const CollectiveCall& call, std::uint64_t number,
-                               bool payload_slot) {
+                               int payload_depth) {
   // A line or slot's last call was `reuse` calls back: done with by a rank
   // whose count passed it.
   const auto after_reuse = [number](int reuse) {
@@ -67,8 +68,7 @@ void ShmCollectives::make_room(const CollectiveCall& call, std::uint64_t number,
     return number >= back ? number - back + 1 : 0;
   };
   const std::uint64_t line_free = after_reuse(shm::NodeShape::kCallSlots);
-  const std::uint64_t needed =
-      payload_slot ? std::max(line_free, after_reuse(shm::NodeShape::kPayloadSlots)) : line_free;
+  const std::uint64_t needed = std::max(line_free, after_reuse(payload_depth));
   run_deferred_checks(line_free);
   publish_calls_read(calls_read_now());
   if (needed == 0) return;

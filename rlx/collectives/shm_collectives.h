@@ -170,8 +170,8 @@ class ShmCollectives {
   void drain_deferred_checks();
   // Before call `number` reuses its slot: this rank's checks of the call that
   // held it are done, and every peer finished reading that call's line.
-  // (`payload_slot`: and of its payload slot.)
-  void make_room(const CollectiveCall& call, std::uint64_t number, bool payload_slot);
+  // (`payload_depth`: and of its payload slot, that many calls deep.)
+  void make_room(const CollectiveCall& call, std::uint64_t number, int payload_depth);
   // How many calls this rank has read every line of: those before its
   // oldest deferred check, or before its open call.
   std::uint64_t calls_read_now() const;

@@ -478,10 +478,13 @@ bool clean_exit(rlx::Transport& group) {
 // waits out the deadline.
 bool rooted_run_ahead(rlx::Transport& group) {
   const int rank = group.rank(), n = group.world_size(), last = n - 1;
-  // More calls than a rank's call lines, then more than its payload slots
-  // (512 floats: over the small payload slots' 1 KiB).
-  constexpr int kTiny = 70, kLarger = 6;
-  constexpr std::size_t kLargerCount = 512;
+  // More calls than each tier of a rank's slots holds (node.h): its call
+  // lines and small payload slots (1 float), its mid payload slots (512
+  // floats: 2 KiB), its large ones (2048 floats: 8 KiB).
+  constexpr int kTiny = 70, kMid = 20, kLarge = 6;
+  const auto count_of_call = [](int call) -> std::size_t {
+    return call < kTiny ? 1 : call < kTiny + kMid ? 512 : 2048;
+  };
   bool ok = true;
   // So that the others run ahead of rank 0 through their gathers, and rank 0
   // ahead of the last rank through its broadcasts.
@@ -489,8 +492,8 @@ bool rooted_run_ahead(rlx::Transport& group) {
     if (sleeper == me) std::this_thread::sleep_for(std::chrono::milliseconds(300));
   };
   late(0, rank);
-  for (int call = 0; call < kTiny + kLarger; ++call) {
-    const std::size_t count = call < kTiny ? 1 : kLargerCount;
+  for (int call = 0; call < kTiny + kMid + kLarge; ++call) {
+    const std::size_t count = count_of_call(call);
     std::vector<float> mine(count, static_cast<float>(rank * 1000 + call));
     std::vector<float> all(count * static_cast<std::size_t>(n), -1.0f);
     group.gather(std::span<const float>(mine), std::span(all), 0);
@@ -507,9 +510,8 @@ bool rooted_run_ahead(rlx::Transport& group) {
     ok &= token == 7;
   }
   late(last, rank);
-  for (int call = 0; call < kTiny + kLarger; ++call) {
-    std::vector<float> data(call < kTiny ? 1 : kLargerCount,
-                            rank == 0 ? static_cast<float>(call) : -1.0f);
+  for (int call = 0; call < kTiny + kMid + kLarge; ++call) {
+    std::vector<float> data(count_of_call(call), rank == 0 ? static_cast<float>(call) : -1.0f);
     group.broadcast(std::span(data), 0);
     for (const float value : data) ok &= value == static_cast<float>(call);
   }

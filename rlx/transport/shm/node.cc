@@ -62,9 +62,13 @@ std::byte* Node::call_payload(int local, std::uint64_t call_number, std::size_t 
   if (NodeShape::fits_line(bytes)) {
     return reinterpret_cast<std::byte*>(&call_line(local, call_number)) + CallLine::kInlineOffset;
   }
-  if (NodeShape::fits_call_slot(bytes)) {
+  if (bytes <= NodeShape::kSmallPayloadBytes) {
     const auto slot = static_cast<std::size_t>(call_number % NodeShape::kCallSlots);
     return base(local) + NodeShape::small_payloads_offset() + slot * NodeShape::kSmallPayloadBytes;
+  }
+  if (bytes <= NodeShape::kMidPayloadBytes) {
+    const auto slot = static_cast<std::size_t>(call_number % NodeShape::kMidPayloadSlots);
+    return base(local) + NodeShape::mid_payloads_offset() + slot * NodeShape::kMidPayloadBytes;
   }
   const auto slot = static_cast<std::size_t>(call_number % NodeShape::kPayloadSlots);
   return base(local) + NodeShape::payloads_offset() + slot * shape_.call_bytes;

@@ -40,28 +40,41 @@ struct NodeShape {
   // How many calls a rank's call lines hold at once: how far a rank that
   // waits for nobody (a broadcast's root) runs ahead of the slowest reader,
   // with payloads of up to kSmallPayloadBytes (up to 40 B ride in the line,
-  // larger ones in the call's small payload slot). Larger ones have
-  // kPayloadSlots: few, so the ones a loop of calls cycles through stay in
-  // cache. Powers of two: every call finds its slot with a mask. The lines
-  // are dense: a small call moves as few cache lines and pages as possible.
+  // larger ones in the call's small payload slot). Payloads of up to
+  // kMidPayloadBytes have kMidPayloadSlots, larger ones kPayloadSlots: fewer
+  // as they grow, so the ones a loop of calls cycles through stay in cache
+  // and small payloads keep to few pages. Powers of two: every call finds
+  // its slot with a mask. The lines are dense: a small call moves as few
+  // cache lines and pages as possible.
   static constexpr int kCallSlots = 64;
   static constexpr std::size_t kCallLineBytes = 64;
   static constexpr std::size_t kSmallPayloadBytes = 1024;
+  static constexpr int kMidPayloadSlots = 16;
+  static constexpr std::size_t kMidPayloadBytes = 4096;
   static constexpr int kPayloadSlots = 4;
-  static_assert((kCallSlots & (kCallSlots - 1)) == 0 && (kPayloadSlots & (kPayloadSlots - 1)) == 0);
+  static_assert((kCallSlots & (kCallSlots - 1)) == 0 &&
+                (kMidPayloadSlots & (kMidPayloadSlots - 1)) == 0 &&
+                (kPayloadSlots & (kPayloadSlots - 1)) == 0);
   static constexpr std::size_t kControlBytes = 4096;
 
   // Payload bytes a call carries inline.
   std::size_t call_capacity() const { return call_bytes; }
-  // True when a payload of `bytes` has a slot of its own call (its line, or
-  // its small payload slot): kCallSlots calls deep, not kPayloadSlots.
-  static bool fits_call_slot(std::size_t bytes) { return bytes <= kSmallPayloadBytes; }
+  // How many calls deep the slots of a payload of `bytes` are: a rank that
+  // posts one reuses the slot of the call that many calls back.
+  static int payload_depth(std::size_t bytes) {
+    return bytes <= kSmallPayloadBytes ? kCallSlots
+           : bytes <= kMidPayloadBytes ? kMidPayloadSlots
+                                       : kPayloadSlots;
+  }
   static bool fits_line(std::size_t bytes);
   static std::size_t small_payloads_offset() {
     return kControlBytes + static_cast<std::size_t>(kCallSlots) * kCallLineBytes;
   }
-  static std::size_t payloads_offset() {
+  static std::size_t mid_payloads_offset() {
     return small_payloads_offset() + static_cast<std::size_t>(kCallSlots) * kSmallPayloadBytes;
+  }
+  static std::size_t payloads_offset() {
+    return mid_payloads_offset() + static_cast<std::size_t>(kMidPayloadSlots) * kMidPayloadBytes;
   }
   std::size_t ring_offset(int from) const;
   std::size_t staging_offset() const;
@@ -137,7 +150,7 @@ class Node {
   RankControl& control(int local) const;
   CallLine& call_line(int local, std::uint64_t call_number) const;
   // Where call `call_number`'s inline payload of `bytes` is: in its line
-  // (NodeShape::fits_line), its small payload slot (fits_call_slot), or
+  // (NodeShape::fits_line), its small or mid payload slot (payload_depth), or
   // else its payload slot.
   std::byte* call_payload(int local, std::uint64_t call_number, std::size_t bytes) const;
   // Messages from local rank `from` to local rank `to` (in `to`'s segment).
