@@ -51,16 +51,16 @@ void reduce_scatter(Links& links, const CollectiveCall& call, ConstElementSpan i
 // the reduction of every rank's block `rank` (the other blocks are scratch).
 void reduce_scatter_ring(Links& links, const CollectiveCall& call, ElementSpan data);
 
-// Which way a rooted algorithm's root check goes around the ring, and
-// which of this rank's two check frames a frame of its tree stands in for
-// (one between the same two ranks, the same way).
+// Which of this rank's two check frames (to its right neighbour, from its
+// left) a frame of its tree stands in for: only one the tree sends first
+// thing, before any receive, so it is on the socket as early as a check
+// frame would be.
 struct RootCheckRoute {
-  int toward = 1;             // 1: each rank shows its call to its right neighbour; -1: its left
-  bool sent_by_tree = false;  // this rank's tree sends to that neighbour
-  bool received_by_tree = false;  // this rank's tree receives from the other one
+  bool sent_by_tree = false;      // this rank's tree sends to its right neighbour first
+  bool received_by_tree = false;  // the left neighbour's tree sends to this rank first
 };
 
-// Every rank shows its call to its neighbour and reads the other
+// Every rank shows its call to its right neighbour and reads its left
 // neighbour's: what the rooted algorithms run around their tree, so ranks
 // that disagree on the root fail with mismatch instead of finishing trees
 // of their own. Construct it before the tree's first step and finish() it

@@ -8,11 +8,11 @@ void broadcast(Links& links, const CollectiveCall& call, ElementSpan data) {
   const int n = links.world_size();
   // Work in ranks relative to the root, so the root is 0 of a binomial tree.
   const int relative = ring_mod(links.rank() - call.root, n);
-  // An odd rank's parent is its left neighbour.
-  RootCheck root_check(links, call,
-                       {.toward = 1,
-                        .sent_by_tree = relative + 1 < n && (relative + 1) % 2 == 1,
-                        .received_by_tree = relative % 2 == 1});
+  // The root sends farthest first, a step each (a large send may wait for
+  // its receiver): only with 2 ranks is its first send to the rank after it.
+  RootCheck root_check(
+      links, call,
+      {.sent_by_tree = n == 2 && relative == 0, .received_by_tree = n == 2 && relative == 1});
   const auto bytes = std::span(static_cast<std::byte*>(data.data), data.bytes());
   Step step;
   int mask = 1;

@@ -13,11 +13,11 @@ namespace rlx {
 void reduce_binomial(Links& links, const CollectiveCall& call, ElementSpan data) {
   const int n = links.world_size(), root = call.root;
   const int relative = ring_mod(links.rank() - root, n);
-  // Against the tree's flow: an odd rank sends to its parent, its left neighbour.
-  RootCheck root_check(links, call,
-                       {.toward = -1,
-                        .sent_by_tree = relative % 2 == 1,
-                        .received_by_tree = relative + 1 < n && (relative + 1) % 2 == 1});
+  // The tree's frames flow leftwards, against the check's, except with 2
+  // ranks, where the left neighbour is the right one: the leaf's one send.
+  RootCheck root_check(
+      links, call,
+      {.sent_by_tree = n == 2 && relative == 1, .received_by_tree = n == 2 && relative == 0});
   std::span<std::byte> accumulator(static_cast<std::byte*>(data.data), data.bytes());
   if (relative != 0 && !accumulator.empty()) {
     const std::span<std::byte> scratch = links.scratch(accumulator.size());

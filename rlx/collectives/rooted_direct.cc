@@ -34,11 +34,10 @@ void from_the_root(Links& links, const CollectiveCall& call, Add&& add) {
 void gather_direct(Links& links, const CollectiveCall& call, ConstElementSpan input,
                    ElementSpan output) {
   const int n = links.world_size(), rank = links.rank(), root = call.root;
-  // The rank after the root sends its block to its left neighbour, the root.
+  // The rank before the root sends its block to its right neighbour, the root.
   const int relative = ring_mod(rank - root, n);
-  RootCheck root_check(
-      links, call,
-      {.toward = -1, .sent_by_tree = relative == 1, .received_by_tree = relative == 0});
+  RootCheck root_check(links, call,
+                       {.sent_by_tree = relative == n - 1, .received_by_tree = relative == 0});
   const std::size_t block = input.bytes();
   const std::span<const std::byte> mine(static_cast<const std::byte*>(input.data), block);
   if (rank != root) {
@@ -62,8 +61,8 @@ void scatter_direct(Links& links, const CollectiveCall& call, ConstElementSpan i
   const int n = links.world_size(), rank = links.rank(), root = call.root;
   // The root sends its right neighbour its block.
   const int relative = ring_mod(rank - root, n);
-  RootCheck root_check(
-      links, call, {.toward = 1, .sent_by_tree = relative == 0, .received_by_tree = relative == 1});
+  RootCheck root_check(links, call,
+                       {.sent_by_tree = relative == 0, .received_by_tree = relative == 1});
   const std::size_t block = output.bytes();
   const std::span<std::byte> mine(static_cast<std::byte*>(output.data), block);
   if (rank != root) {

@@ -20,6 +20,8 @@
 //                                 floats, the rest broadcast 16 from rank 0
 //   fault_program mismatch_scatter_root  the last rank scatters from itself, the rest
 //                                 from rank 0
+//   fault_program mismatch_views  each rank's rooted call and root from
+//                                 RLX_ROOTED_VIEWS ("broadcast:2,reduce:0,..."), then a barrier
 //   fault_program mismatch_gather_v  rank 1 splits all_gather_v's total differently
 //   fault_program mismatch_all_to_all_v  rank 1 expects one element more from rank 0
 //   fault_program mismatch_nonblocking  mismatch_size through iall_sum(...).wait()
@@ -599,6 +601,37 @@ bool run_ahead_mismatch_then_receive(rlx::Transport& group) {
   return expect_error(rlx::ErrorKind::peer_lost, [&] { group.recv_bytes(1, 10); }) && ok;
 }
 
+// This rank's rooted call from RLX_ROOTED_VIEWS ("broadcast:2,reduce:0,..."
+// one kind and root per rank), then a barrier: mixes where no rank names
+// itself the root, or kinds whose trees run different ways, must fail every
+// rank with mismatch at once, not wait for the deadline.
+bool mismatch_views(rlx::Transport& group, std::span<float> data) {
+  const char* views = std::getenv("RLX_ROOTED_VIEWS");
+  std::string view;
+  std::string_view rest = views ? views : "";
+  for (int r = 0; r <= group.rank(); ++r) {
+    const auto comma = rest.find(',');
+    view = std::string(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+  }
+  const auto colon = view.find(':');
+  if (colon == std::string::npos) {
+    std::printf("FAILED: no view for rank %d in RLX_ROOTED_VIEWS\n", group.rank());
+    return false;
+  }
+  const std::string kind = view.substr(0, colon);
+  const int root = std::atoi(view.c_str() + colon + 1);
+  const std::size_t n = static_cast<std::size_t>(group.world_size());
+  std::vector<float> all(data.size() * n, 1.0f);
+  return expect_error(rlx::ErrorKind::mismatch, [&] {
+    if (kind == "broadcast") group.broadcast(data, root);
+    if (kind == "reduce") group.reduce(data, rlx::ReduceOp::sum, root);
+    if (kind == "gather") group.gather(std::span<const float>(data), std::span(all), root);
+    if (kind == "scatter") group.scatter(std::span<const float>(all), data, root);
+    group.barrier();
+  });
+}
+
 // A call that returned has done its work: the last rank's all_sum returned,
 // so its part reached the others, whose all_sum must complete even though it
 // exits at once after (its sockets close, its progress thread ends).
@@ -906,6 +939,8 @@ int main(int argc, char** argv) {
                         group->barrier();
                       },
                       {"from rank 0", "from rank " + std::to_string(last)});
+  } else if (mode == "mismatch_views") {
+    ok = mismatch_views(*group, std::span(data));
   } else if (mode == "mismatch_gather_v") {
     // The same total, another split of it on rank 1.
     std::vector<std::size_t> counts(static_cast<std::size_t>(group->world_size()), 10);

@@ -97,6 +97,27 @@ TEST(Faults, AWrongRootIsAMismatchOnEveryRankAtEveryRankCount) {
   }
 }
 
+// Mixes no single wrong root makes (root_check_model_test.py found them
+// waiting for the deadline under earlier rules): ranks that each name
+// another rank the root, a broadcast beside a reduce, a gather beside a
+// scatter; with two lanes (the check beside the tree) and one.
+TEST(Faults, MixedRootedCallsAreAMismatchOnEveryRankAtOnce) {
+  for (const char* lanes : {"RLX_TCP_LANES=2", "RLX_TCP_LANES=1"}) {
+    for (const char* views : {"broadcast:2,broadcast:0,broadcast:0,broadcast:2",
+                              "broadcast:0,broadcast:0,reduce:1,reduce:1",
+                              "broadcast:0,broadcast:0,reduce:4,reduce:4,broadcast:0",
+                              "gather:0,gather:0,scatter:3,scatter:3"}) {
+      const JobOutcome job =
+          run_fault_mode("mismatch_views", count_of(views, ",") + 1,
+                         {"RLX_TIMEOUT_S=60", lanes, std::string("RLX_ROOTED_VIEWS=") + views});
+      for (const auto& rank : job.ranks) {
+        EXPECT_TRUE(rank.exited_ok()) << views << " " << lanes << "\n" << describe(job);
+        EXPECT_LT(reported_ms(rank.out), 10000) << views << " " << lanes << "\n" << describe(job);
+      }
+    }
+  }
+}
+
 // Over shared memory a small rooted call's ranks that need nothing of the
 // others return at once; when they then block in a receive, the rank still
 // in those calls must not wait on them (rooted_run_ahead checks every value).

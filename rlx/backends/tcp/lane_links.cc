@@ -34,6 +34,9 @@ constexpr std::chrono::milliseconds kRootCauseGrace{250};
 // read (watch_other_sockets): steps that wait less never poll them, and a
 // mismatch found this late still beats the deadline it replaces by far.
 constexpr std::chrono::milliseconds kWatchOthersAfter{100};
+// How long a rank that met a frame of a later call looks for one of this
+// call's number naming the other call, before it reports the later one.
+constexpr std::chrono::milliseconds kWaitForTheOtherCall{50};
 
 bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || code == EINTR; }
 
@@ -242,19 +245,7 @@ void LaneLinks::check_header(const RecvState& r, const CollectiveCall& call, std
     fail(ErrorKind::protocol_violation, call, r.peer, "a non-collective frame on a lane");
   }
   if (auto mismatch = wire::step_mismatch(site_of(call), call, step, r.into.size(), r.peer, h)) {
-    // A frame of a later call: its sender finished this call's number as
-    // another call, or as this one while another rank called something
-    // else. A frame of this number that names the other call may wait
-    // unread (a rooted call's check frame, root_check.cc): it says more.
-    if (h.sequence != call.sequence) {
-      for (int peer = 0; peer < world_size_; ++peer) {
-        const auto& peer_lanes = lanes_[static_cast<std::size_t>(peer)];
-        for (int lane = 0; lane < static_cast<int>(peer_lanes.size()); ++lane) {
-          if (peer_lanes[static_cast<std::size_t>(lane)].get() == r.fd) continue;  // mid-frame
-          if (auto other = unread_frame_mismatch(call, peer, lane)) raise(*other);
-        }
-      }
-    }
+    if (h.sequence != call.sequence) raise_other_call_if_found(call);
     raise(*mismatch);
   }
 }
@@ -353,6 +344,31 @@ void LaneLinks::look_at_unread_frame(const CollectiveCall& call, int peer, int l
   // its rest would spin.
   settled_[lane_index(peer, lane)] = 1;
   if (auto mismatch = unread_frame_mismatch(call, peer, lane)) raise(*mismatch);
+}
+
+void LaneLinks::raise_other_call_if_found(const CollectiveCall& call) {
+  // A frame of a later call: its sender finished this call's number as
+  // another call, or as this one while another rank called something else.
+  // A frame of this number that names the other call may be on its way (a
+  // rooted call's check frame, root_check.cc, sent as its rank's call
+  // started): it says what went wrong, so it is worth a short wait.
+  const auto until = Clock::now() + kWaitForTheOtherCall;
+  for (;;) {
+    for (int peer = 0; peer < world_size_; ++peer) {
+      const auto& peer_lanes = lanes_[static_cast<std::size_t>(peer)];
+      for (int lane = 0; lane < static_cast<int>(peer_lanes.size()); ++lane) {
+        const int fd = peer_lanes[static_cast<std::size_t>(lane)].get();
+        // The step's own sockets may be mid-frame: their next bytes are no header.
+        if (std::any_of(recvs_.begin(), recvs_.end(),
+                        [fd](const RecvState& r) { return r.fd == fd; })) {
+          continue;
+        }
+        if (auto other = unread_frame_mismatch(call, peer, lane)) raise(*other);
+      }
+    }
+    if (Clock::now() >= until) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // an error path, once
+  }
 }
 
 std::optional<CollectiveError> LaneLinks::unread_frame_mismatch(const CollectiveCall& call,

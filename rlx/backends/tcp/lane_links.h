@@ -92,6 +92,10 @@ class LaneLinks final : public Links {
   void watch_other_sockets(const CollectiveCall& call);
   void look_at_watched(const CollectiveCall& call, std::size_t first_watched);
   void look_at_unread_frame(const CollectiveCall& call, int peer, int lane);
+  // On a frame of a later call: throws the mismatch a frame of this call's
+  // number names, if one is unread on a lane outside the step or arrives
+  // there within a short wait; else returns.
+  void raise_other_call_if_found(const CollectiveCall& call);
   // The mismatch the header of the unread frame first on `peer`'s `lane`
   // shows (a frame of another call with this call's number), if any.
   std::optional<CollectiveError> unread_frame_mismatch(const CollectiveCall& call, int peer,
