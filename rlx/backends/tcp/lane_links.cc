@@ -279,8 +279,14 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
   if (latch_.tripped()) {
     // Bytes already on a socket of this step go first: run() takes them
     // and comes back here, and the failure is thrown once nothing is ready.
-    const bool ready = std::any_of(pollfds_.begin(), pollfds_.begin() + step_fds,
-                                   [](const pollfd& p) { return p.revents != 0; });
+    // A send to a peer that is gone is never ready: its socket polls as
+    // ready for good, and run() would come back here until the deadline.
+    const bool ready =
+        std::any_of(pollfds_.begin(), pollfds_.begin() + step_fds, [](const pollfd& p) {
+          const bool sending_to_the_gone =
+              (p.events & POLLIN) == 0 && (p.revents & (POLLERR | POLLHUP)) != 0;
+          return p.revents != 0 && !sending_to_the_gone;
+        });
     if (!ready) latch_.rethrow_if_tripped(site_of(call));
     return;
   }

@@ -33,6 +33,8 @@ class OneLane {
   }
   LaneLinks& links() { return *links_; }
   int peer_fd() const { return peer_.get(); }
+  FailureLatch& latch() { return latch_; }
+  void close_peer() { peer_ = UniqueFd(); }
 
  private:
   FailureLatch latch_;
@@ -184,6 +186,28 @@ TEST(LaneLinks, APeerThatTricklesBytesStillMeetsTheDeadline) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
   stop = true;
   peer.join();
+}
+
+// A failure heard elsewhere (the latch) while a step only sends to a peer
+// that is gone: the socket polls as ready for good and no send completes,
+// so the step throws the latch's failure at once, not at its deadline.
+TEST(LaneLinks, ASendToAGonePeerAfterAFailureElsewhereThrowsAtOnce) {
+  OneLane lane(10s);
+  lane.close_peer();
+  lane.latch().trip(std::make_exception_ptr(
+      CollectiveError(ErrorKind::peer_lost, {.rank = 0, .world_size = 2, .peer = 1}, "heard")));
+  // Larger than the socket's buffer, so the send cannot complete before
+  // the first write finds the peer gone.
+  const std::vector<float> data(1 << 20, 1.0f);
+  const StepSend send{1, 0, bytes_of_floats(data)};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    lane.links().exchange(sum_of(data.size()), 0, {&send, 1}, {});
+    ADD_FAILURE() << "a send to a closed peer completed";
+  } catch (const CollectiveError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::peer_lost) << error.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
 }
 
 // Rank 0's LaneLinks with one lane to each of ranks 1 and 2, whose ends the
