@@ -156,8 +156,9 @@ bool MessageRing::stream_in(const std::byte* from, std::size_t bytes, RingWait& 
   const std::size_t total = padded(bytes);
   for (std::size_t sent = 0; sent < total;) {
     if (!wait_for_space(written, 8, wait)) return false;
-    const std::uint64_t free = free_space(written, total - sent, wait);
-    const std::size_t piece = std::min<std::size_t>(free & ~std::uint64_t{7}, total - sent);
+    const std::uint64_t free = free_space(written, std::min(total - sent, piece_limit()), wait);
+    const std::size_t piece =
+        std::min<std::size_t>({free & ~std::uint64_t{7}, total - sent, piece_limit()});
     const std::size_t real = std::min(piece, bytes > sent ? bytes - sent : 0);
     if (real > 0) copy_in(written, from + sent, real);
     written += piece;  // the padding past the payload is never read
@@ -172,7 +173,7 @@ bool MessageRing::stream_out(std::byte* to, std::size_t bytes, RingWait& wait) {
   for (std::size_t got = 0; got < total;) {
     if (!wait_for_data(8, wait)) return false;
     const std::uint64_t available = readable(wait);
-    const std::size_t piece = std::min<std::size_t>(available, total - got);
+    const std::size_t piece = std::min<std::size_t>({available, total - got, piece_limit()});
     const std::size_t real = std::min(piece, bytes > got ? bytes - got : 0);
     if (real > 0) copy_out(read_, to + got, real);
     read_ += piece;
@@ -187,8 +188,8 @@ bool MessageRing::send(Tag tag, std::span<const std::byte> payload, RingWait& wa
   const auto* header_bytes = reinterpret_cast<const std::byte*>(&header);
   const std::uint64_t written = control_->written.load(std::memory_order_relaxed);
   const std::size_t total = kHeaderBytes + padded(payload.size());
-  if (total <= capacity_ && free_space(written, total, wait) >= total) {
-    // It all fits now: one copy, one publish.
+  if (total <= piece_limit() && free_space(written, total, wait) >= total) {
+    // One piece that fits now: one copy, one publish.
     copy_in(written, header_bytes, kHeaderBytes);
     if (!payload.empty()) copy_in(written + kHeaderBytes, payload.data(), payload.size());
     publish(written + total, wait);

@@ -4,17 +4,18 @@
 //
 // Bytes flow through a ring of `capacity` bytes; each message is a 16-byte
 // header (length, tag, a check word) and its payload, padded to 8. A message
-// larger than the ring streams through it: the producer publishes each piece
-// as space frees and the consumer copies it out meanwhile, so size is
-// unbounded and large messages pipeline. Both sides wait with deadlines on
-// their rank's Doorbell and ring the other side's after every step, which
-// costs a system call only when the other side sleeps.
+// larger than a quarter of the ring streams through it: the producer
+// publishes each piece of at most a quarter as space frees and the consumer
+// copies it out meanwhile, so size is unbounded and large messages pipeline. Both sides wait with
+// deadlines on their rank's Doorbell and ring the other side's after every step, which costs a
+// system call only when the other side sleeps.
 //
 // A side that stops (deadline, failure) after a message began leaves the
 // ring mid-message: the caller must treat the channel as broken, as TCP does
 // a connection that timed out mid-frame.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -125,6 +126,12 @@ class MessageRing {
   void copy_out(std::uint64_t at, std::byte* to, std::size_t bytes) const;
   void publish(std::uint64_t written, RingWait& wait);
   void release(RingWait& wait);  // up to read_
+  // The most either side copies before it publishes or releases: a quarter
+  // of the ring, so the producer fills one piece while the consumer empties
+  // another. Whole-ring pieces made the two copies of a large message take
+  // turns (docs/BENCHMARKS.md, "Point-to-point on one host: pieces of a
+  // quarter ring").
+  std::size_t piece_limit() const { return std::max<std::size_t>(capacity_ / 4, 8); }
   // Streams `bytes` (padded to 8) in or out, piece by piece.
   bool stream_in(const std::byte* from, std::size_t bytes, RingWait& wait);
   bool stream_out(std::byte* to, std::size_t bytes, RingWait& wait);

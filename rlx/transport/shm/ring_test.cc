@@ -71,9 +71,10 @@ std::optional<std::pair<Tag, std::vector<std::byte>>> receive(MessageRing& ring,
 
 constexpr std::size_t kCapacity = 256;
 
-// Sizes around the header, the padding, the ring's capacity and well past it.
-const std::vector<std::size_t> kSizes = {0,   1,   7,   8,   9,   56,   57,      64, 100,
-                                         240, 241, 256, 257, 773, 4096, 1 << 20, 3,  0};
+// Sizes around the header, the padding, a piece (a quarter of the ring,
+// header included: 48 B of payload), the ring's capacity and well past it.
+const std::vector<std::size_t> kSizes = {0,   1,   7,   8,   9,   47,  48,   49,      56, 57, 64,
+                                         100, 240, 241, 256, 257, 773, 4096, 1 << 20, 3,  0};
 
 TEST(MessageRing, EverySizeArrivesWholeTaggedAndInOrderThroughASmallRing) {
   SharedMemory memory(MessageRing::footprint(kCapacity));
