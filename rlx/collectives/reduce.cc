@@ -18,12 +18,19 @@ requires(std::is_integral_v<T> && !std::is_same_v<T, bool>) struct Wrap<T> {
 template <class T>
 using WrapType = typename Wrap<T>::type;
 
-// out[i] = fn(a[i], b[i]). `out` may be `a` (the in-place form), so only
-// `b` is restrict; the two loops let the compiler vectorise either case.
+// out[i] = fn(a[i], b[i]). `out` may be `a` or `b` (the in-place forms);
+// a loop per case, each with restrict pointers where nothing aliases, lets
+// the compiler vectorise every one.
 template <class T, class Fn>
-void combine(T* out, const T* a, const T* __restrict b, std::size_t n, Fn fn) {
+void combine(T* out, const T* a, const T* b, std::size_t n, Fn fn) {
   if (out == a) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = fn(out[i], b[i]);
+    const T* __restrict y = b;
+    for (std::size_t i = 0; i < n; ++i) out[i] = fn(out[i], y[i]);
+    return;
+  }
+  if (out == b) {
+    const T* __restrict x = a;
+    for (std::size_t i = 0; i < n; ++i) out[i] = fn(x[i], out[i]);
     return;
   }
   T* __restrict o = out;

@@ -14,7 +14,7 @@ namespace rlx {
 void reduce_into(ElementSpan accumulator, ConstElementSpan operand, ReduceOp op);
 
 // out[i] = op(a[i], b[i]): the same arithmetic without a copy first. `out`
-// may be `a` but must not overlap `b` or overlap `a` only in part.
+// may be `a` or `b`, but must not overlap either only in part.
 void reduce_to(ElementSpan out, ConstElementSpan a, ConstElementSpan b, ReduceOp op);
 
 }  // namespace rlx

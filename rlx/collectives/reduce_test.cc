@@ -1,5 +1,7 @@
 #include "rlx/collectives/reduce.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -50,6 +52,47 @@ TEST_P(ReduceTest, MatchesReferenceForOddLengths) {
 
 INSTANTIATE_TEST_SUITE_P(EveryDtypeAndOp, ReduceTest, testing::every_dtype_and_op(),
                          testing::dtype_and_op_name);
+
+// reduce_to into either operand, or a third buffer: the same op(a, b).
+TEST_P(ReduceTest, ReduceToMayWriteIntoEitherOperand) {
+  const auto [dtype, op] = GetParam();
+  dispatch_dtype(dtype, [&, op = op](auto tag) {
+    using T = decltype(tag);
+    std::mt19937 rng(7);
+    constexpr std::size_t n = 257;
+    std::unique_ptr<T[]> a(new T[n]), b(new T[n]), want(new T[n]);
+    for (std::size_t i = 0; i < n; ++i) {
+      a[i] = random_value<T>(rng);
+      b[i] = random_value<T>(rng);
+      want[i] = testing::reference_combine(a[i], b[i], op);
+    }
+    for (int into : {0, 1, 2}) {
+      std::unique_ptr<T[]> x(new T[n]), y(new T[n]), z(new T[n]);
+      std::copy(a.get(), a.get() + n, x.get());
+      std::copy(b.get(), b.get() + n, y.get());
+      T* out = into == 0 ? x.get() : into == 1 ? y.get() : z.get();
+      reduce_to({out, n, dtype}, {x.get(), n, dtype}, {y.get(), n, dtype}, op);
+      for (std::size_t i = 0; i < n; ++i) ASSERT_TRUE(out[i] == want[i]) << into << " " << i;
+    }
+  });
+}
+
+// min and max keep the operands' order: with a NaN, which one is first decides.
+TEST(Reduce, ReduceToIntoTheSecondOperandKeepsTheOrderOfANan) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> a{nan, 1.0f}, b{1.0f, nan};
+  std::vector<float> apart(2);
+  reduce_to(ElementSpan::of(std::span(apart)), ConstElementSpan::of(std::span<const float>(a)),
+            ConstElementSpan::of(std::span<const float>(b)), ReduceOp::min);
+  reduce_to(ElementSpan::of(std::span(b)), ConstElementSpan::of(std::span<const float>(a)),
+            ConstElementSpan::of(std::span<const float>(b)), ReduceOp::min);
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(std::isnan(b[i]), std::isnan(apart[i])) << i;
+    if (!std::isnan(apart[i])) {
+      EXPECT_EQ(b[i], apart[i]) << i;
+    }
+  }
+}
 
 TEST(Reduce, IntegerOverflowWraps) {
   std::vector<std::int32_t> acc{std::numeric_limits<std::int32_t>::max()}, in{1};
