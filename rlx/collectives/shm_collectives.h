@@ -208,6 +208,11 @@ class ShmCollectives {
   // place there (every rank: all_reduce; the root alone: reduce).
   void reduce_pipelined(const CollectiveCall& call, const std::byte* in, std::byte* my_out,
                         std::byte* gather_base, BlockSplit split, bool gathers);
+  // Reduce with two ranks, pipelined: the other rank stages its whole input
+  // piece by piece, and the root reduces each piece with its own straight
+  // into `data`. The root reads two streams and writes one; reduce_pipelined
+  // splits the work but moves each byte twice more.
+  void reduce_pair_pipelined(const CollectiveCall& call, ElementSpan data, bool is_root);
   // Pipelined: this rank's `my_block` (block local_rank() of `split`) goes to
   // its place in `out_base` of every rank that has one (every rank:
   // all_gather; the root alone: gather), and theirs to this rank's. A rank
