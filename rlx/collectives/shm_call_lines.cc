@@ -44,7 +44,9 @@ namespace rlx {
 
 std::uint64_t ShmCollectives::post_call(const CollectiveCall& call,
                                         std::span<const std::byte> inline_payload) {
-  latch_.rethrow_if_tripped();
+  // Reported as this call's: a failure heard before it began (a peer that
+  // exited as the job started) is what it met.
+  if (latch_.tripped()) latch_.rethrow_if_tripped(site_of(call, -1));
   const std::uint64_t number = open_number_ = calls_;
   const std::size_t bytes = fits_inline(inline_payload.size()) ? inline_payload.size() : 0;
   make_room(call, number, shm::NodeShape::payload_depth(bytes));

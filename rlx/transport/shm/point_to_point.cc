@@ -85,10 +85,10 @@ void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
   const int local = node_.local_of(to);
   Outbound& out = *outbound_[static_cast<std::size_t>(local)];
   std::lock_guard lock(out.producer);
-  latch_.rethrow_if_tripped();
   const auto site = [&] {
     return hooks_.site("send_bytes", to, describe_message(tag, payload.size()));
   };
+  if (latch_.tripped()) latch_.rethrow_if_tripped(site());
   // A receiver that closed reads nothing more: the message would be lost.
   if (node_.has_closed(local)) throw closed_error(site(), to, ": nothing sent now can reach it");
   RingWait wait = wait_for(local);
