@@ -81,6 +81,7 @@ void ShmCollectives::all_reduce(const CollectiveCall& call, ElementSpan data) {
     return;
   }
   open_call(call, {});
+  if (local_size() == 2) return reduce_pair_pipelined(call, data, true, true);
   const BlockSplit split{data.count, local_size()};
   reduce_pipelined(call, bytes, bytes + split.begin(local_rank()) * size_of(data.dtype), bytes,
                    split, /*gathers=*/true);

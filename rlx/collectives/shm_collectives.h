@@ -14,8 +14,10 @@
 // staging slots small enough to stay in cache; per chunk each rank stages the
 // pieces the others need, reduces its own block's piece from everyone's
 // staged copy, and copies the others' reduced pieces out (a direct
-// reduce-scatter then an all-gather by copy-out). The caller's buffer is read
-// once and written once; slots are reused once every rank has read them.
+// reduce-scatter then an all-gather by copy-out). With two ranks a reduce or
+// all-reduce has no split: each rank reduces the other's staged piece into
+// its own buffer. The caller's buffer is read once and written once; slots
+// are reused once every rank has read them.
 //
 // Waits poll briefly and then sleep on the rank's Doorbell with the
 // operation's deadline, and wake when the transport fails.
@@ -208,11 +210,14 @@ class ShmCollectives {
   // place there (every rank: all_reduce; the root alone: reduce).
   void reduce_pipelined(const CollectiveCall& call, const std::byte* in, std::byte* my_out,
                         std::byte* gather_base, BlockSplit split, bool gathers);
-  // Reduce with two ranks, pipelined: the other rank stages its whole input
-  // piece by piece, and the root reduces each piece with its own straight
-  // into `data`. The root reads two streams and writes one; reduce_pipelined
-  // splits the work but moves each byte twice more.
-  void reduce_pair_pipelined(const CollectiveCall& call, ElementSpan data, bool is_root);
+  // Reduce or all-reduce with two ranks, pipelined: a rank that `stages`
+  // copies its whole input piece by piece into its slots, and a rank that
+  // `reduces` reduces each of the other's pieces with its own straight into
+  // `data` (a reduce: the non-root stages, the root reduces; an all-reduce:
+  // both do both). Each byte is copied once and reduced once where
+  // reduce_pipelined also gathers the halves.
+  void reduce_pair_pipelined(const CollectiveCall& call, ElementSpan data, bool stages,
+                             bool reduces);
   // Pipelined: this rank's `my_block` (block local_rank() of `split`) goes to
   // its place in `out_base` of every rank that has one (every rank:
   // all_gather; the root alone: gather), and theirs to this rank's. A rank

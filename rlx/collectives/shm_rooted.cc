@@ -30,7 +30,7 @@ void ShmCollectives::reduce(const CollectiveCall& call, ElementSpan data) {
       return ConstElementSpan{node_.call_payload(j, number, data.bytes()), data.count, data.dtype};
     });
   }
-  if (local_size() == 2) return reduce_pair_pipelined(call, data, is_root);
+  if (local_size() == 2) return reduce_pair_pipelined(call, data, !is_root, is_root);
   // As all_reduce, but the others keep their data: their reduced blocks
   // stay in their slots, and only the root copies them out.
   const BlockSplit split{data.count, local_size()};
@@ -40,7 +40,7 @@ void ShmCollectives::reduce(const CollectiveCall& call, ElementSpan data) {
 }
 
 void ShmCollectives::reduce_pair_pipelined(const CollectiveCall& call, ElementSpan data,
-                                           bool is_root) {
+                                           bool stages, bool reduces) {
   const std::size_t element = size_of(data.dtype);
   const std::size_t piece = node_.shape().slot_bytes / element;
   const int other = 1 - local_rank();
@@ -49,20 +49,20 @@ void ShmCollectives::reduce_pair_pipelined(const CollectiveCall& call, ElementSp
     const std::size_t length = std::min(piece, data.count - begin);
     std::byte* at = bytes + begin * element;
     const std::uint64_t ticket = take_ticket(call);
-    if (!is_root) {
+    if (stages) {
       std::memcpy(node_.staging(local_rank(), ticket), at, length * element);
       publish(Phase::staged, ticket);
-      publish(Phase::done, ticket);  // it reads no slot
-      continue;
     }
-    wait_for(other, Phase::staged, ticket, call);
-    const ElementSpan mine{at, length, data.dtype};
-    const ConstElementSpan theirs{node_.staging(other, ticket), length, data.dtype};
-    // In rank order, as every path reduces (min and max of a NaN depend on it).
-    if (local_rank() == 0) {
-      reduce_to(mine, mine, theirs, call.op);
-    } else {
-      reduce_to(mine, theirs, mine, call.op);
+    if (reduces) {
+      wait_for(other, Phase::staged, ticket, call);
+      const ElementSpan mine{at, length, data.dtype};
+      const ConstElementSpan theirs{node_.staging(other, ticket), length, data.dtype};
+      // In rank order, as every path reduces (min and max of a NaN depend on it).
+      if (local_rank() == 0) {
+        reduce_to(mine, mine, theirs, call.op);
+      } else {
+        reduce_to(mine, theirs, mine, call.op);
+      }
     }
     publish(Phase::done, ticket);
   }
