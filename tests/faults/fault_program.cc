@@ -38,8 +38,8 @@
 //                                 call a barrier
 //   fault_program stuck           the last rank sleeps a minute before its 4th all_sum
 //   fault_program frozen          the last rank stops itself (SIGSTOP) mid-loop, and a
-//                                 helper kills it 10 s later; the others exit 3 once
-//                                 they report the timeout naming it (a failure for rlxrun)
+//                                 helper kills it 10 s (RLX_FREEZE_SECONDS) later; the others exit
+//                                 3 once they report the timeout naming it (a failure for rlxrun)
 //   fault_program send_to_frozen  (2 ranks) rank 1 stops (SIGSTOP) and rank 0 sends it
 //                                 64 MiB: the send times out naming rank 1
 //   fault_program recv_timeout    rank 0 waits for a message nobody sends
@@ -60,7 +60,8 @@
 //                                 whose roots move (ranks run ahead of each other)
 //   fault_program run_ahead_frozen  the last rank stops (SIGSTOP) after RLX_FREEZE_AT
 //                                 (default 100) calls of the same loop, and a helper
-//                                 kills it 10 s later; the others exit 3 as for frozen
+//                                 kills it 10 s (RLX_FREEZE_SECONDS) later; the others exit 3 as
+//                                 for frozen
 //   fault_program run_ahead_mismatch_then_receive  (2 ranks) rank 0 gathers to rank 1,
 //                                 rank 1 broadcasts (both return at once), then both
 //                                 receive what nobody sends: a timeout, and the close
@@ -209,6 +210,9 @@ bool expect_untouched_mismatch(rlx::Transport& group, std::size_t count, rlx::Re
 // Stops this process as SIGSTOP would from outside (a debugger, a frozen VM);
 // a helper process kills it after `seconds`, so no test waits on it forever.
 void freeze(unsigned seconds) {
+  // A test that knows when every survivor has reported sets it shorter.
+  if (const char* set = std::getenv("RLX_FREEZE_SECONDS"))
+    seconds = static_cast<unsigned>(std::atoi(set));
   const pid_t frozen = ::getpid();
   if (::fork() == 0) {
     ::sleep(seconds);

@@ -347,7 +347,8 @@ TEST(Faults, ARefusedSingleCopyIsAClearErrorOnEveryRank) {
 TEST(Faults, AFrozenRankIsNamedByEverySurvivorAtTheDeadline) {
   SKIP_UNLESS_BACKEND("tcp", "only TCP pings peers whose collective timed out");
   for (const char* mode : {"frozen", "run_ahead_frozen"}) {
-    const JobOutcome job = run_fault_mode(mode, 4, {"RLX_TIMEOUT_S=2"});
+    // Killed at 7 s, once every survivor's report is due (6 s, below).
+    const JobOutcome job = run_fault_mode(mode, 4, {"RLX_TIMEOUT_S=2", "RLX_FREEZE_SECONDS=7"});
     ASSERT_EQ(job.ranks.size(), 4u);
     EXPECT_TRUE(job.ranks[3].killed_by(SIGKILL)) << mode << describe(job);
     for (int r = 0; r < 3; ++r) {
