@@ -29,7 +29,9 @@ AlgorithmWork all_reduce_recursive_doubling_work(int world_size, double bytes) {
 
 AlgorithmWork all_reduce_shm_work(int local_size, double bytes) {
   const double n = local_size;
-  return {.steps = 1, .bytes_sent = 2 * (n - 1) / n * bytes, .bytes_reduced = (n - 1) / n * bytes};
+  // Two ranks each reduce the whole buffer (reduce_pair_pipelined).
+  const double reduced = local_size == 2 ? bytes : (n - 1) / n * bytes;
+  return {.steps = 1, .bytes_sent = 2 * (n - 1) / n * bytes, .bytes_reduced = reduced};
 }
 
 double all_reduce_network_seconds(const CostModel& network, int world_size, double bytes) {

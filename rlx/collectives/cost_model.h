@@ -42,8 +42,10 @@ AlgorithmWork all_reduce_recursive_doubling_work(int world_size, double bytes);
 
 // All-reduce among the ranks of one host through shared memory
 // (shm_collectives.h): each rank stages out and copies in what a ring sends,
-// and reduces its own block, in one step of its own constants (the "shm-*"
-// lines: copies through shared memory, not a network).
+// and reduces its own block (two ranks: the whole buffer), in one step of
+// its own constants (the "shm-*" lines: copies through shared memory, not
+// a network). The rails' reduce-scatter and all-gather inside a host keep
+// the split at two ranks too; the model's gamma term overstates them there.
 AlgorithmWork all_reduce_shm_work(int local_size, double bytes);
 
 // The network all-reduce's predicted seconds at `world_size` ranks: the

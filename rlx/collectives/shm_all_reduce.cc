@@ -1,6 +1,7 @@
 // All-reduce among the ranks of one host: one-shot through the call lines
 // when the buffer fits inline, else a pipelined direct reduce-scatter and
-// all-gather through the staging slots (shm_collectives.h).
+// all-gather through the staging slots (shm_collectives.h); with two ranks,
+// each reduces the other's staged pieces with its own (shm_rooted.cc).
 #include <cstring>
 
 #include "rlx/collectives/reduce.h"

@@ -4,8 +4,9 @@
 // lines; a rank that needs nothing of the others (a non-root of reduce and
 // gather, the root of scatter) posts and returns (shm_call_lines.cc).
 // Larger reduces and gathers stream through the staging slots as all_reduce
-// and all_gather do, with only the root gathering; a larger scatter stays on
-// the network algorithm.
+// and all_gather do, with only the root gathering (a reduce of two ranks: the
+// non-root stages, the root reduces, reduce_pair_pipelined); a larger
+// scatter stays on the network algorithm.
 #include <cstring>
 
 #include "rlx/collectives/shm_collectives.h"
