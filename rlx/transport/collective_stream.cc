@@ -16,30 +16,47 @@ Request CollectiveStream::submit(std::function<void()> work) {
     return Request(state);
   }
   queue_.push_back({std::move(work), state});
+  jobs_.fetch_add(1);
   if (!thread_.joinable()) thread_ = std::thread([this] { run_jobs(); });
   changed_.notify_all();
   return Request(state);
 }
 
-void CollectiveStream::finish_inline() {
+CollectiveStream::Turn CollectiveStream::take_turn() {
+  if (jobs_.load() == 0) {
+    bool idle = false;
+    if (!inline_running_.compare_exchange_strong(idle, true)) return Turn::refused;
+    // A job queued since: it was issued first and runs first.
+    if (jobs_.load() == 0) return Turn::now;
+    finish_inline();
+  }
   std::lock_guard lock(mutex_);
-  running_ = Running::nothing;
+  if (jobs_.load() > 0) return Turn::after_queue;
+  bool idle = false;
+  return inline_running_.compare_exchange_strong(idle, true) ? Turn::now : Turn::refused;
+}
+
+void CollectiveStream::finish_inline() {
+  inline_running_.store(false);
+  // The job thread may wait for this call: it waits under the lock, so
+  // taking it before the notification loses none.
+  if (jobs_.load() == 0) return;
+  std::lock_guard lock(mutex_);
   changed_.notify_all();
 }
 
 void CollectiveStream::run_jobs() {
   std::unique_lock lock(mutex_);
   for (;;) {
-    changed_.wait(lock,
-                  [&] { return stopping_ || (!queue_.empty() && running_ == Running::nothing); });
+    changed_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !inline_running_.load()); });
     if (queue_.empty()) return;  // stopping, and every job failed or ran
     Job job = std::move(queue_.front());
     queue_.pop_front();
     if (stopping_) {
       job.state->finish(stop_error_);
+      jobs_.fetch_sub(1);
       continue;
     }
-    running_ = Running::job;
     lock.unlock();
     std::exception_ptr failure;
     try {
@@ -49,7 +66,7 @@ void CollectiveStream::run_jobs() {
     }
     job.state->finish(failure);
     lock.lock();
-    running_ = Running::nothing;
+    jobs_.fetch_sub(1);
     changed_.notify_all();
   }
 }
@@ -65,6 +82,7 @@ void CollectiveStream::stop(std::exception_ptr error) {
   if (thread_.joinable()) thread_.join();
   std::lock_guard lock(mutex_);
   for (Job& job : queue_) job.state->finish(stop_error_);
+  jobs_.fetch_sub(queue_.size());
   queue_.clear();
 }
 

@@ -34,6 +34,33 @@ TEST(CollectiveStream, JobsRunOneAtATimeInTheOrderSubmitted) {
   EXPECT_EQ(order.back(), 100);
 }
 
+// The inline call's turn is taken without the lock: a job queued just
+// before it must still run first and never beside it.
+TEST(CollectiveStream, InlineCallsAndJobsInterleavedNeverOverlapOrReorder) {
+  CollectiveStream stream;
+  std::atomic<int> running{0};
+  int finished_jobs = 0;
+  std::vector<Request> requests;
+  for (int i = 0; i < 20000; ++i) {
+    if (i % 3 != 2) {
+      requests.push_back(stream.submit([&] {
+        EXPECT_EQ(running.fetch_add(1), 0);
+        ++finished_jobs;
+        running.fetch_sub(1);
+      }));
+      continue;
+    }
+    const int submitted = static_cast<int>(requests.size());
+    ASSERT_TRUE(stream.run_in_order([&] {
+      EXPECT_EQ(running.fetch_add(1), 0);
+      EXPECT_EQ(finished_jobs, submitted);
+      running.fetch_sub(1);
+    }));
+  }
+  for (const Request& request : requests) request.wait();
+  EXPECT_EQ(finished_jobs, static_cast<int>(requests.size()));
+}
+
 TEST(CollectiveStream, AJobsErrorIsThrownByWaitAndTest) {
   CollectiveStream stream;
   const Request failing = stream.submit([] { throw std::runtime_error("peer lost"); });
