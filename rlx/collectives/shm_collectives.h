@@ -147,6 +147,13 @@ class ShmCollectives {
   // fits inline), then waits for every peer's call and checks it is the same. Returns the call's
   // number, whose call lines hold everyone's inline payload.
   std::uint64_t open_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
+  // Starts loading every peer's line of call `number` and its payload of
+  // `payload_bytes` into this core's cache while this rank posts its own: a
+  // line a peer wrote is a miss of a few hundred nanoseconds, and two in
+  // turn would double it. A line not posted yet is loaded again when it is.
+  // (Only where every rank reads every line: for a broadcast's reader it
+  // measured no gain.)
+  void prefetch_lines(std::uint64_t number, std::size_t payload_bytes) const;
   // The two halves of open_call. Nothing may touch a caller's output between
   // them: a mismatch must leave it as it was.
   std::uint64_t post_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);

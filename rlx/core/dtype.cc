@@ -6,10 +6,6 @@
 
 namespace rlx {
 
-std::size_t size_of(Dtype dtype) {
-  return dispatch_dtype(dtype, [](auto tag) { return sizeof(tag); });
-}
-
 std::string_view name_of(Dtype dtype) {
   switch (dtype) {
     case Dtype::f32:

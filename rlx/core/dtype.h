@@ -15,9 +15,6 @@ enum class Dtype : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8, boolean };
 inline constexpr Dtype kAllDtypes[] = {Dtype::f32, Dtype::f64, Dtype::f16, Dtype::bf16,
                                        Dtype::i32, Dtype::i64, Dtype::u8,  Dtype::boolean};
 
-// Bytes per element.
-std::size_t size_of(Dtype dtype);
-
 // "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "bool".
 std::string_view name_of(Dtype dtype);
 
@@ -77,6 +74,11 @@ decltype(auto) dispatch_dtype(Dtype dtype, Fn&& fn) {
       break;
   }
   return fn(bool{});
+}
+
+// Bytes per element (inline: every call of every collective asks).
+inline std::size_t size_of(Dtype dtype) {
+  return dispatch_dtype(dtype, [](auto tag) { return sizeof(tag); });
 }
 
 }  // namespace rlx

@@ -21,6 +21,32 @@ TEST(CallCodec, EveryCallRoundTripsWithTheSequenceGivenApart) {
   }
 }
 
+// Shared memory compares the bytes of two calls before decoding them, so
+// the layout is fixed: kind, op, dtype, root + 1 (u32), count (u64), LE.
+TEST(CallCodec, TheLayoutIsFixedLittleEndian) {
+  const EncodedCall bytes = encode_call({.kind = CollectiveKind::reduce,
+                                         .op = ReduceOp::max,
+                                         .dtype = Dtype::f32,
+                                         .count = 0x0102030405060708,
+                                         .root = 0x0a0b0c0c});
+  const EncodedCall want{std::byte(static_cast<int>(CollectiveKind::reduce)),
+                         std::byte(static_cast<int>(ReduceOp::max)),
+                         std::byte(static_cast<int>(Dtype::f32)),
+                         std::byte{0x0d},
+                         std::byte{0x0c},
+                         std::byte{0x0b},
+                         std::byte{0x0a},
+                         std::byte{0x08},
+                         std::byte{0x07},
+                         std::byte{0x06},
+                         std::byte{0x05},
+                         std::byte{0x04},
+                         std::byte{0x03},
+                         std::byte{0x02},
+                         std::byte{0x01}};
+  EXPECT_EQ(bytes, want);
+}
+
 // What another process wrote is checked field by field: each byte that can
 // be out of range is refused alone.
 TEST(CallCodec, RefusesEveryFieldOutOfItsRange) {

@@ -3,6 +3,7 @@
 // malformed or truncated message is an error and never an out-of-range read.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,17 @@ class DecodeError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Stores `v` little-endian in the sizeof(T) bytes at `out`: for fixed
+// layouts whose size the caller's types fix (compilers make it one store).
+template <class T>
+void store_little_endian(std::byte* out, T v) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(out, &v, sizeof(T));
+  } else {
+    for (std::size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<std::byte>(v >> (8 * i));
+  }
+}
 
 // The little-endian writes of both writers below, once.
 template <class Self>

@@ -48,16 +48,6 @@ int Node::local_of(int rank) const {
   return it == world_ranks_.end() ? -1 : static_cast<int>(it - world_ranks_.begin());
 }
 
-RankControl& Node::control(int local) const {
-  return *std::launder(reinterpret_cast<RankControl*>(base(local)));
-}
-
-CallLine& Node::call_line(int local, std::uint64_t call_number) const {
-  const auto line = static_cast<std::size_t>(call_number % NodeShape::kCallSlots);
-  std::byte* at = base(local) + NodeShape::kControlBytes + line * NodeShape::kCallLineBytes;
-  return *std::launder(reinterpret_cast<CallLine*>(at));
-}
-
 std::byte* Node::call_payload(int local, std::uint64_t call_number, std::size_t bytes) const {
   if (NodeShape::fits_line(bytes)) {
     return reinterpret_cast<std::byte*>(&call_line(local, call_number)) + CallLine::kInlineOffset;

@@ -147,8 +147,15 @@ class Node {
   // The local index of job rank `rank`, or -1 when it is on another host.
   int local_of(int rank) const;
 
-  RankControl& control(int local) const;
-  CallLine& call_line(int local, std::uint64_t call_number) const;
+  // Inline: every small collective reads several.
+  RankControl& control(int local) const {
+    return *std::launder(reinterpret_cast<RankControl*>(base(local)));
+  }
+  CallLine& call_line(int local, std::uint64_t call_number) const {
+    const auto line = static_cast<std::size_t>(call_number % NodeShape::kCallSlots);
+    std::byte* at = base(local) + NodeShape::kControlBytes + line * NodeShape::kCallLineBytes;
+    return *std::launder(reinterpret_cast<CallLine*>(at));
+  }
   // Where call `call_number`'s inline payload of `bytes` is: in its line
   // (NodeShape::fits_line), its small or mid payload slot (payload_depth), or
   // else its payload slot.
