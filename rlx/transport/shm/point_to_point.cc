@@ -92,7 +92,7 @@ void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
   // A receiver that closed reads nothing more: the message would be lost.
   if (node_.has_closed(local)) throw closed_error(site(), to, ": nothing sent now can reach it");
   RingWait wait = wait_for(local);
-  wait.site = site;
+  wait.site = [&site] { return site(); };  // one reference: no allocation per message
   if (guarded([&] { return out.ring.send(tag, payload, wait); })) return;
   latch_.rethrow_if_tripped(site());
   if (node_.has_closed(local)) {
@@ -230,7 +230,7 @@ std::optional<PointToPoint::Received> PointToPoint::receive(int from, Tag tag, T
   if (auto message = take_parked(in, from, tag)) return place(std::move(*message), target);
   // A reader that failed mid-message (the drainer) broke the channel; the
   // failure it recorded is the answer.
-  latch_.rethrow_if_tripped(wait.site());
+  if (latch_.tripped()) latch_.rethrow_if_tripped(wait.site());
   for (;;) {
     if (!block) {
       // Read before the ring: a peer marks itself closed after its last write.
