@@ -31,6 +31,9 @@ CollectiveStream::Turn CollectiveStream::take_turn() {
     finish_inline();
   }
   std::lock_guard lock(mutex_);
+  // Another thread's blocking call is refused even with jobs queued: queued
+  // behind it, this one's order against the other ranks' would be a guess.
+  if (inline_running_.load()) return Turn::refused;
   if (jobs_.load() > 0) return Turn::after_queue;
   bool idle = false;
   return inline_running_.compare_exchange_strong(idle, true) ? Turn::now : Turn::refused;

@@ -5,8 +5,8 @@
 // stream's thread, started on first use; a blocking collective issued while
 // some are queued or running waits its turn, then runs on its caller's
 // thread. With nothing queued, a blocking collective runs at once, as if
-// the stream did not exist (two atomic operations, no lock: a small
-// collective on shared memory takes a fraction of a microsecond).
+// the stream did not exist: its turn is an atomic flag, not a lock, since
+// a small collective on shared memory costs little more than the lock did.
 #pragma once
 
 #include <atomic>
@@ -47,7 +47,7 @@ class CollectiveStream {
   };
   void run_jobs();
   // Whether a blocking collective runs now on its caller's thread, waits
-  // for the queue, or is refused (another thread's runs).
+  // for the queue, or is refused (another thread's blocking call runs).
   enum class Turn { now, after_queue, refused };
   Turn take_turn();
   void finish_inline();

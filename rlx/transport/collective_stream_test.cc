@@ -61,6 +61,30 @@ TEST(CollectiveStream, InlineCallsAndJobsInterleavedNeverOverlapOrReorder) {
   EXPECT_EQ(finished_jobs, static_cast<int>(requests.size()));
 }
 
+// The same with the jobs queued from another thread, so that a queueing
+// races the lock-free turn rather than preceding it.
+TEST(CollectiveStream, JobsQueuedFromAnotherThreadNeverOverlapAnInlineCall) {
+  CollectiveStream stream;
+  std::atomic<int> running{0};
+  std::thread submitter([&] {
+    std::vector<Request> requests;
+    for (int i = 0; i < 5000; ++i) {
+      requests.push_back(stream.submit([&] {
+        EXPECT_EQ(running.fetch_add(1), 0);
+        running.fetch_sub(1);
+      }));
+    }
+    for (const Request& request : requests) request.wait();
+  });
+  for (int i = 0; i < 5000; ++i) {
+    ASSERT_TRUE(stream.run_in_order([&] {
+      EXPECT_EQ(running.fetch_add(1), 0);
+      running.fetch_sub(1);
+    }));
+  }
+  submitter.join();
+}
+
 TEST(CollectiveStream, AJobsErrorIsThrownByWaitAndTest) {
   CollectiveStream stream;
   const Request failing = stream.submit([] { throw std::runtime_error("peer lost"); });
@@ -86,6 +110,25 @@ TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedNotQueued) {
   first.join();
   EXPECT_TRUE(stream.run_in_order([&] { ran = true; }));
   EXPECT_TRUE(ran);
+}
+
+TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedEvenWithAJobQueued) {
+  CollectiveStream stream;
+  std::promise<void> entered, leave;
+  std::thread first([&] {
+    stream.run_in_order([&] {
+      entered.set_value();
+      leave.get_future().wait();
+    });
+  });
+  entered.get_future().wait();
+  const Request queued = stream.submit([] {});  // waits for the first call
+  bool ran = false;
+  EXPECT_FALSE(stream.run_in_order([&] { ran = true; }));
+  EXPECT_FALSE(ran);
+  leave.set_value();
+  first.join();
+  queued.wait();
 }
 
 TEST(CollectiveStream, StopFinishesTheRunningJobAndFailsTheQueuedOnes) {
