@@ -192,14 +192,15 @@ void ShmCollectives::check_call_of(const CollectiveCall& call, std::uint64_t num
 }
 
 void ShmCollectives::prefetch_lines(std::uint64_t number, std::size_t payload_bytes) const {
-  // What a payload slot holds beyond this is copied, not waited for.
-  constexpr std::size_t kMostPrefetched = 1024;
+  // The small payload slot's size: a mid or large slot's first lines
+  // would not save the rest from streaming in behind them.
+  constexpr std::size_t kMostPrefetched = shm::NodeShape::kSmallPayloadBytes;
   constexpr std::size_t kCacheLine = 64;
-  const bool slot = !shm::NodeShape::fits_line(payload_bytes) && fits_inline(payload_bytes);
+  const bool payload_in_slot = !shm::NodeShape::fits_line(payload_bytes);
   for (int peer = 0; peer < local_size(); ++peer) {
     if (peer == local_rank()) continue;
     __builtin_prefetch(&node_.call_line(peer, number));
-    if (!slot) continue;
+    if (!payload_in_slot) continue;
     const std::byte* payload = node_.call_payload(peer, number, payload_bytes);
     for (std::size_t at = 0; at < std::min(payload_bytes, kMostPrefetched); at += kCacheLine) {
       __builtin_prefetch(payload + at);

@@ -144,15 +144,15 @@ class ShmCollectives {
 
  private:
   // Drains the deferred checks, posts `call` (and `inline_payload` when it
-  // fits inline), then waits for every peer's call and checks it is the same. Returns the call's
-  // number, whose call lines hold everyone's inline payload.
+  // fits inline), then waits for every peer's call and checks it is the same
+  // (their lines fetched early, prefetch_lines). Returns the call's number,
+  // whose call lines hold everyone's inline payload.
   std::uint64_t open_call(const CollectiveCall& call, std::span<const std::byte> inline_payload);
   // Starts loading every peer's line of call `number` and its payload of
-  // `payload_bytes` into this core's cache while this rank posts its own: a
-  // line a peer wrote is a miss of a few hundred nanoseconds, and two in
-  // turn would double it. A line not posted yet is loaded again when it is.
-  // (Only where every rank reads every line: for a broadcast's reader it
-  // measured no gain.)
+  // `payload_bytes` into this core's cache while this rank posts its own, so
+  // the line and its payload slot do not miss one after the other. A line
+  // not posted yet is loaded again when it is. Only where every rank reads
+  // every line (docs/BENCHMARKS.md, "Small calls on one host").
   void prefetch_lines(std::uint64_t number, std::size_t payload_bytes) const;
   // The two halves of open_call. Nothing may touch a caller's output between
   // them: a mismatch must leave it as it was.

@@ -1,6 +1,7 @@
 #include "rlx/transport/shm/point_to_point.h"
 
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "rlx/transport/log.h"
@@ -92,7 +93,7 @@ void PointToPoint::send(int to, Tag tag, std::span<const std::byte> payload) {
   // A receiver that closed reads nothing more: the message would be lost.
   if (node_.has_closed(local)) throw closed_error(site(), to, ": nothing sent now can reach it");
   RingWait wait = wait_for(local);
-  wait.site = [&site] { return site(); };  // one reference: no allocation per message
+  wait.site = std::ref(site);  // held by reference: no allocation per message
   if (guarded([&] { return out.ring.send(tag, payload, wait); })) return;
   latch_.rethrow_if_tripped(site());
   if (node_.has_closed(local)) {
