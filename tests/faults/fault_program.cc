@@ -70,6 +70,10 @@
 //   fault_program corrupt_calls_read  (2 ranks, one host) rank 1's count of calls read
 //                                 is moved far ahead while it receives; rank 0's small
 //                                 broadcasts need it: both fail with protocol_violation
+//   fault_program corrupt_call_line  (2 ranks, one host) rank 1's call lines are
+//                                 rewritten after rank 0's small broadcast returned
+//                                 unchecked; rank 0's next call reads them: both fail
+//                                 with protocol_violation
 //   fault_program clean_exit      the last rank returns from main (closing its
 //                                 group cleanly) while the others run all_sums
 //   fault_program exit_after_collective  the last rank makes its part of an all_sum
@@ -753,6 +757,41 @@ bool corrupt_calls_read(rlx::Transport& group) {
                       {"published that it read", "corrupt shared memory"});
 }
 
+// Rank 1's call lines, rewritten by another hand after rank 0's small
+// broadcast returned without reading them: rank 0's next call checks the
+// line it left unchecked, finds no call in it and fails with
+// protocol_violation, and rank 1 hears of it. (Lines are compared as bytes
+// before they are decoded: a differing line must still be decoded.)
+bool corrupt_call_line(rlx::Transport& group) {
+  if (group.path_to(1 - group.rank()) != "shared memory") {
+    std::printf("RESULT kind=skipped: rank %d reaches its peer by %s\n", group.rank(),
+                group.path_to(1 - group.rank()).c_str());
+    return true;
+  }
+  group.barrier();
+  std::vector<float> data(1, 1.0f);
+  group.broadcast(std::span(data), 0);  // rank 0 returns without reading rank 1's line
+  if (group.rank() == 1) {
+    const std::uintptr_t start = own_segment(1);
+    if (start == 0) {
+      std::printf("FAILED: rank 1's segment is not in /proc/self/maps\n");
+      return false;
+    }
+    const std::uintptr_t lines =
+        start + rlx::shm::SharedSegment::kHeaderBytes + rlx::shm::NodeShape::kControlBytes;
+    for (int slot = 0; slot < rlx::shm::NodeShape::kCallSlots; ++slot) {
+      auto* line = reinterpret_cast<rlx::shm::CallLine*>(
+          lines + static_cast<std::size_t>(slot) * rlx::shm::NodeShape::kCallLineBytes);
+      line->call[0] = std::byte{0xee};  // no collective's kind
+    }
+    group.send_bytes(0, 5, numbered_message(8, 0));
+  } else {
+    group.recv_bytes(1, 5);
+  }
+  return expect_error(rlx::ErrorKind::protocol_violation, [&] { group.barrier(); },
+                      {"corrupt shared memory"});
+}
+
 // This process's process_vm_readv fails with EPERM from now on (every
 // thread's, TSYNC), as under a container's seccomp profile.
 void refuse_process_vm_readv() {
@@ -1068,6 +1107,8 @@ int main(int argc, char** argv) {
     ok = run_ahead_mismatch_then_receive(*group);
   } else if (mode == "corrupt_calls_read") {
     ok = corrupt_calls_read(*group);
+  } else if (mode == "corrupt_call_line") {
+    ok = corrupt_call_line(*group);
   } else if (mode == "mismatch_sum_vs_gather_v" || mode == "mismatch_sum_vs_all_to_all_v") {
     const auto n = static_cast<std::size_t>(group->world_size());
     std::vector<std::size_t> counts(n, 10);

@@ -306,6 +306,13 @@ TEST(Faults, ACorruptCountOfCallsReadIsAProtocolViolationOnBothRanks) {
   for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
 }
 
+// A call line rewritten by another hand is a protocol_violation on both
+// ranks, not a call taken for another.
+TEST(Faults, ACorruptCallLineIsAProtocolViolationOnBothRanks) {
+  const JobOutcome job = run_fault_mode("corrupt_call_line", 2, {"RLX_TIMEOUT_S=30"});
+  for (const auto& rank : job.ranks) EXPECT_TRUE(rank.exited_ok()) << describe(job);
+}
+
 // Single copy (forced by RLX_TUNE; shared memory, whatever the backend):
 // a rank killed at random points of a loop of 4 MiB-block all_gathers,
 // often while its peers read its buffer, is peer_lost naming it on every
