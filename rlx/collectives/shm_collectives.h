@@ -11,15 +11,15 @@
 // all-reduce, all-gather or barrier is one cache-line write and n-1 reads:
 // every rank reduces all the inputs itself, in rank order, so results are
 // bit-identical (but for the payload of a NaN made of two NaNs: compilers
-// may order the operands of a commutative op as they like). Large ones are cut into chunks that
-// stream through a few staging slots small enough to stay in cache; per chunk each rank stages the
-// pieces the others need, reduces its own block's piece from everyone's
-// staged copy, and copies the others' reduced pieces out (a direct
-// reduce-scatter then an all-gather by copy-out). With two ranks a reduce or
-// all-reduce has no split: each rank that needs the result (a reduce's
-// root, every all-reduce rank) reduces the other's staged piece into its
-// own buffer. The caller's buffer is read once and written once; slots
-// are reused once every rank has read them.
+// may order the operands of a commutative op as they like). Large ones are
+// cut into chunks that stream through a few staging slots small enough to
+// stay in cache; per chunk each rank stages the pieces the others need,
+// reduces its own block's piece from everyone's staged copy, and copies the
+// others' reduced pieces out (a direct reduce-scatter then an all-gather by
+// copy-out). With two ranks a reduce or all-reduce has no split: each rank
+// that needs the result (a reduce's root, every all-reduce rank) reduces the
+// other's staged piece into its own buffer. The caller's buffer is read once
+// and written once; slots are reused once every rank has read them.
 //
 // Waits poll briefly and then sleep on the rank's Doorbell with the
 // operation's deadline, and wake when the transport fails.

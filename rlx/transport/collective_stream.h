@@ -55,9 +55,10 @@ class CollectiveStream {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::deque<Job> queue_;
-  // Read without the lock by take_turn and finish_inline; changed under it
-  // but for the inline flag's fast path. Sequentially consistent: a job
-  // queued as an inline call starts either is seen by it or waits for it.
+  // Read without the lock by take_turn and finish_inline. Sequentially
+  // consistent: when a job is queued as an inline call takes its turn,
+  // either the call sees the job (and queues behind it) or the job thread
+  // sees the call (and waits for it).
   std::atomic<std::size_t> jobs_{0};  // queued or running
   std::atomic<bool> inline_running_{false};
   bool stopping_ = false;

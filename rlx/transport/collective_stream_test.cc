@@ -93,41 +93,49 @@ TEST(CollectiveStream, AJobsErrorIsThrownByWaitAndTest) {
   EXPECT_NO_THROW(stream.submit([] {}).wait());  // the stream itself carries on
 }
 
+// Another thread's blocking call, held running until release().
+class BlockingCallElsewhere {
+ public:
+  explicit BlockingCallElsewhere(CollectiveStream& stream)
+      : thread_([this, &stream] {
+          stream.run_in_order([this] {
+            entered_.set_value();
+            leave_.get_future().wait();
+          });
+        }) {
+    entered_.get_future().wait();
+  }
+  ~BlockingCallElsewhere() { release(); }
+  void release() {
+    if (!thread_.joinable()) return;
+    leave_.set_value();
+    thread_.join();
+  }
+
+ private:
+  std::promise<void> entered_, leave_;
+  std::thread thread_;
+};
+
 TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedNotQueued) {
   CollectiveStream stream;
-  std::promise<void> entered, leave;
-  std::thread first([&] {
-    stream.run_in_order([&] {
-      entered.set_value();
-      leave.get_future().wait();
-    });
-  });
-  entered.get_future().wait();
+  BlockingCallElsewhere first(stream);
   bool ran = false;
   EXPECT_FALSE(stream.run_in_order([&] { ran = true; }));
   EXPECT_FALSE(ran);
-  leave.set_value();
-  first.join();
+  first.release();
   EXPECT_TRUE(stream.run_in_order([&] { ran = true; }));
   EXPECT_TRUE(ran);
 }
 
 TEST(CollectiveStream, ASecondThreadsBlockingCallIsRefusedEvenWithAJobQueued) {
   CollectiveStream stream;
-  std::promise<void> entered, leave;
-  std::thread first([&] {
-    stream.run_in_order([&] {
-      entered.set_value();
-      leave.get_future().wait();
-    });
-  });
-  entered.get_future().wait();
+  BlockingCallElsewhere first(stream);
   const Request queued = stream.submit([] {});  // waits for the first call
   bool ran = false;
   EXPECT_FALSE(stream.run_in_order([&] { ran = true; }));
   EXPECT_FALSE(ran);
-  leave.set_value();
-  first.join();
+  first.release();
   queued.wait();
 }
 

@@ -40,6 +40,12 @@ constexpr std::chrono::milliseconds kWaitForTheOtherCall{50};
 
 bool would_block(int code) { return code == EAGAIN || code == EWOULDBLOCK || code == EINTR; }
 
+// A socket polled only for sending whose peer is gone: it polls as ready
+// for good, and no send on it completes.
+bool sends_to_a_gone_peer(const pollfd& p) {
+  return (p.events & POLLIN) == 0 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
 }  // namespace
 
 LaneLinks::LaneLinks(int rank, int world_size, std::vector<std::vector<UniqueFd>> lanes,
@@ -279,21 +285,18 @@ void LaneLinks::wait_for_sockets(const CollectiveCall& call, std::uint32_t step,
   if (latch_.tripped()) {
     // Bytes already on a socket of this step go first: run() takes them
     // and comes back here, and the failure is thrown once nothing is ready.
-    // A send to a peer that is gone is never ready: its socket polls as
-    // ready for good, and run() would come back here until the deadline.
+    // A send to a peer that is gone is never ready: run() would come back
+    // here until the deadline.
     const bool ready =
-        std::any_of(pollfds_.begin(), pollfds_.begin() + step_fds, [](const pollfd& p) {
-          const bool sending_to_the_gone =
-              (p.events & POLLIN) == 0 && (p.revents & (POLLERR | POLLHUP)) != 0;
-          return p.revents != 0 && !sending_to_the_gone;
-        });
+        std::any_of(pollfds_.begin(), pollfds_.begin() + step_fds,
+                    [](const pollfd& p) { return p.revents != 0 && !sends_to_a_gone_peer(p); });
     if (!ready) latch_.rethrow_if_tripped(site_of(call));
     return;
   }
   if (n > 0 && watching) look_at_watched(call, static_cast<std::size_t>(step_fds) + 1);
   if (n > 0 || (n < 0 && errno == EINTR)) {
     for (const auto& p : std::span(pollfds_).first(static_cast<std::size_t>(step_fds))) {
-      if ((p.revents & (POLLERR | POLLHUP)) != 0 && (p.events & POLLIN) == 0) {
+      if (sends_to_a_gone_peer(p)) {
         // A send whose peer is gone: no receive will report it, so report it here.
         for (const auto& s : sends_) {
           if (s.fd == p.fd) {

@@ -123,8 +123,8 @@ static_assert(sizeof(RankControl) <= NodeShape::kControlBytes);
 // stored last, with release order; the payload begins in the same line.
 struct CallLine {
   std::atomic<std::uint64_t> sequence{0};
-  EncodedCall
-      call;  // decoded and checked when it differs from the reader's: a segment is not trusted
+  // Decoded and checked when it differs from the reader's: a segment is not trusted.
+  EncodedCall call;
   static constexpr std::size_t kInlineOffset = 24;  // where the payload starts
 };
 static_assert(sizeof(CallLine) <= CallLine::kInlineOffset);

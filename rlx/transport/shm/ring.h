@@ -6,9 +6,10 @@
 // header (length, tag, a check word) and its payload, padded to 8. A message
 // larger than a quarter of the ring streams through it: the producer
 // publishes each piece of at most a quarter as space frees and the consumer
-// copies it out meanwhile, so size is unbounded and large messages pipeline. Both sides wait with
-// deadlines on their rank's Doorbell and ring the other side's after every step, which costs a
-// system call only when the other side sleeps.
+// copies it out meanwhile, so size is unbounded and large messages
+// pipeline. Both sides wait with deadlines on their rank's Doorbell and
+// ring the other side's after every step, which costs a system call only
+// when the other side sleeps.
 //
 // A side that stops (deadline, failure) after a message began leaves the
 // ring mid-message: the caller must treat the channel as broken, as TCP does
